@@ -1,0 +1,84 @@
+"""The ASGI application: middleware, routers, and the lifespan that owns every pool and client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.responses import ORJSONResponse
+from starlette.routing import Route
+
+from tenk import __version__
+from tenk.catalog.routes import router as catalog_router
+from tenk.catalog.service import catalog_lifespan
+from tenk.connections import create_pg_pool, create_redis, pool_gauges
+from tenk.errors import install_error_handlers
+from tenk.ops.access_log import AccessLogMiddleware
+from tenk.ops.body_limit import BodyLimitMiddleware
+from tenk.ops.health import router as health_router
+from tenk.ops.logging import configure_logging
+from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
+from tenk.ops.request_id import RequestIdMiddleware
+from tenk.search.routes import router as search_router
+from tenk.settings import Settings, get_settings
+from tenk.tasks.routes import router as tasks_router
+
+DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+# Each domain that owns long-lived state (caches, listeners, clients) opens it here, in this order,
+# after the shared Postgres pool and Redis client exist, and closes it in reverse.
+DOMAIN_LIFESPANS: list[DomainLifespan] = [catalog_lifespan]
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    async with AsyncExitStack() as stack:
+        pg = await create_pg_pool(settings)
+        stack.push_async_callback(pg.close)
+        redis = create_redis(settings)
+        stack.push_async_callback(redis.aclose)
+        app.state.pg = pg
+        app.state.redis = redis
+        app.state.readiness_probes = {
+            "postgres": (lambda: pg.fetchval("SELECT 1"), True),
+            "redis": (redis.ping, False),
+        }
+
+        def gauges() -> list[tuple[dict[str, str], float]]:
+            return pool_gauges(pg, "postgres")
+
+        live_gauges.add("tenk_pool_connections", "Connection pool size and use.", gauges)
+        stack.callback(live_gauges.remove, "tenk_pool_connections", gauges)
+        for domain_lifespan in DOMAIN_LIFESPANS:
+            await stack.enter_async_context(domain_lifespan(app))
+        yield
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    configure_logging(settings.log_level)
+    app = FastAPI(
+        title="tenk",
+        version=__version__,
+        summary="An async Python API stack built for ten thousand requests per second.",
+        lifespan=lifespan,
+        default_response_class=ORJSONResponse,
+    )
+    app.state.settings = settings
+    app.state.accepted_key_digests = settings.accepted_key_digests
+    install_error_handlers(app)
+    app.include_router(health_router)
+    app.include_router(catalog_router)
+    app.include_router(tasks_router)
+    app.include_router(search_router)
+    app.router.routes.append(Route("/metrics", metrics_endpoint, include_in_schema=False))
+
+    # Outermost first: the request id exists before anything logs, and metrics time everything inside.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    if settings.access_log:
+        app.add_middleware(AccessLogMiddleware)
+    app.add_middleware(MetricsMiddleware)
+    app.add_middleware(RequestIdMiddleware)
+    return app

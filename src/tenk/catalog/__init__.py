@@ -1,0 +1,1 @@
+"""Products: cache-aside reads (process LRU, then Redis, then Postgres) and writes that invalidate everywhere."""

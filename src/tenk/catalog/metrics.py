@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from prometheus_client import Counter
+
+from tenk.ops.metrics import CACHE_LOOKUPS
+
+# Pre-bound children: label lookup is not free on a path that runs 10k times a second.
+LOCAL_HIT = CACHE_LOOKUPS.labels("product", "local", "hit")
+LOCAL_MISS = CACHE_LOOKUPS.labels("product", "local", "miss")
+REDIS_HIT = CACHE_LOOKUPS.labels("product", "redis", "hit")
+REDIS_MISS = CACHE_LOOKUPS.labels("product", "redis", "miss")
+REDIS_ERROR = CACHE_LOOKUPS.labels("product", "redis", "error")
+DB_READS = Counter("tenk_catalog_db_reads_total", "Product reads that reached Postgres.", ["path"])
+DB_READ_NORMAL = DB_READS.labels("normal")
+DB_READ_FALLBACK = DB_READS.labels("redis_down")
+INVALIDATIONS = Counter(
+    "tenk_catalog_invalidations_total", "Local cache invalidations by origin.", ["origin"]
+)
+INVALIDATION_FAILURES = Counter(
+    "tenk_catalog_invalidation_failures_total", "Writes whose Redis invalidation had to be retried."
+)

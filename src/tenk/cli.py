@@ -1,0 +1,167 @@
+"""The `tenk` command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import click
+
+from tenk.settings import Settings, get_settings
+from tenk.stack import EmbeddedPostgres, EmbeddedRedis
+from tenk.stack.redis import Durability
+
+
+def _settings() -> Settings:
+    return get_settings()
+
+
+def _stack(settings: Settings) -> tuple[EmbeddedPostgres | None, EmbeddedRedis | None]:
+    pg = None if settings.database_url else EmbeddedPostgres(settings.data_dir / "postgres", settings.pg_port)
+    redis = (
+        None
+        if settings.redis_url
+        else EmbeddedRedis(settings.data_dir / "redis", settings.redis_port, appendfsync=_durability())
+    )
+    return pg, redis
+
+
+def _durability() -> Durability:
+    return "always" if os.environ.get("TENK_INGEST_DURABILITY") == "always" else "everysec"
+
+
+@click.group()
+def main() -> None:
+    """tenk: an async API stack for 10k+ RPS, and the lab that measures it."""
+
+
+@main.command()
+@click.option("--seed/--no-seed", default=True, help="Load the demo data into empty tables.")
+@click.option("--products", default=100_000, show_default=True)
+@click.option("--tasks", default=10_000, show_default=True)
+def up(seed: bool, products: int, tasks: int) -> None:
+    """Start the embedded Postgres and Redis (or use TENK_DATABASE_URL / TENK_REDIS_URL), migrate, seed."""
+    from tenk.stack import PortTakenError
+    from tenk.stack.devkey import ensure_dev_key
+    from tenk.stack.migrate import migrate
+    from tenk.stack.seed import seed as seed_data
+
+    settings = _settings()
+    pg, redis = _stack(settings)
+    try:
+        for server, name in ((pg, "postgres"), (redis, "redis")):
+            if server is None:
+                click.echo(
+                    f"{name}: external ({_redact(settings.database_url if name == 'postgres' else settings.redis_url)})"
+                )
+                continue
+            started = server.start()
+            click.echo(f"{name}: {'started' if started else 'already running'} on port {server.port}")
+    except PortTakenError as exc:
+        raise click.ClickException(str(exc)) from None
+    applied = asyncio.run(migrate(settings.resolved_database_url))
+    click.echo(f"migrations: {', '.join(applied) if applied else 'up to date'}")
+    if seed:
+        written = asyncio.run(seed_data(settings.resolved_database_url, products, tasks))
+        click.echo(
+            f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)"
+        )
+    key, created = ensure_dev_key(settings.data_dir)
+    click.echo(
+        f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}"
+    )
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return url.replace(parts.password, "***") if parts.password else url
+
+
+@main.command()
+def down() -> None:
+    """Stop the embedded Postgres and Redis (data is kept in TENK_DATA_DIR)."""
+    pg, redis = _stack(_settings())
+    for server, name in ((pg, "postgres"), (redis, "redis")):
+        if server is not None:
+            server.stop()
+            click.echo(f"{name}: stopped")
+
+
+@main.command()
+def status() -> None:
+    """Show whether the embedded servers run, and where."""
+    pg, redis = _stack(_settings())
+    for server, name in ((pg, "postgres"), (redis, "redis")):
+        if server is None:
+            click.echo(f"{name}: external")
+        else:
+            state = "running" if server.running() else "stopped"
+            click.echo(f"{name}: {state} on port {server.port} ({server.url})")
+
+
+@main.command()
+def migrate() -> None:
+    """Apply pending migrations (safe to run twice)."""
+    from tenk.stack.migrate import migrate as run_migrations
+
+    applied = asyncio.run(run_migrations(_settings().resolved_database_url))
+    click.echo(f"applied: {', '.join(applied)}" if applied else "up to date")
+
+
+@main.command()
+@click.option("--products", default=100_000, show_default=True)
+@click.option("--tasks", default=10_000, show_default=True)
+def seed(products: int, tasks: int) -> None:
+    """Load deterministic demo data into empty tables."""
+    from tenk.stack.seed import seed as seed_data
+
+    written = asyncio.run(seed_data(_settings().resolved_database_url, products, tasks))
+    click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written")
+
+
+@main.command()
+@click.option(
+    "--server",
+    type=click.Choice(["granian", "uvicorn", "gunicorn"]),
+    default=None,
+    help="Defaults to TENK_SERVER.",
+)
+@click.option("--workers", type=int, default=None, help="Defaults to TENK_WORKERS.")
+@click.option("--host", default=None)
+@click.option("--port", type=int, default=None)
+@click.option(
+    "--app",
+    "app_path",
+    default="tenk.app:create_app",
+    show_default=True,
+    help="ASGI app factory (module:callable).",
+)
+def serve(server: str | None, workers: int | None, host: str | None, port: int | None, app_path: str) -> None:
+    """Serve the API."""
+    from tenk.serving import exec_server, server_argv
+
+    settings = _settings()
+    argv = server_argv(
+        app_path,
+        server or settings.server,  # type: ignore[arg-type]
+        host=host or settings.host,
+        port=port or settings.port,
+        workers=workers or settings.workers,
+        access_log=False,
+    )
+    exec_server(argv)
+
+
+@main.command()
+def dev() -> None:
+    """`make run`: the stack, the API, and its helpers, until Ctrl-C."""
+    from tenk.stack.dev import run_dev
+
+    sys.exit(run_dev(_settings()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Operations: request ids, structured logs, metrics, auth, body limits, health."""

@@ -1,0 +1,55 @@
+"""API-key auth: `Authorization: Bearer <key>`, checked against SHA-256 digests in constant time.
+
+We store digests, not keys, so a leaked settings file does not leak a usable key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from fastapi import Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tenk.errors import ForbiddenError, UnauthorizedError
+
+bearer_scheme = HTTPBearer(auto_error=False, description="An API key issued by `tenk up` or your operator.")
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_api_key() -> str:
+    return "tk_" + secrets.token_urlsafe(32)
+
+
+def key_is_accepted(key: str, accepted_digests: list[str]) -> bool:
+    presented = digest(key).encode()
+    matched = False
+    # No early exit: the time taken must not tell which digest, if any, matched.
+    for accepted in accepted_digests:
+        matched |= hmac.compare_digest(presented, accepted.encode())
+    return matched
+
+
+def check_credentials(credentials: HTTPAuthorizationCredentials | None, accepted_digests: list[str]) -> None:
+    if credentials is None or not credentials.credentials:
+        raise UnauthorizedError(
+            "missing API key: send Authorization: Bearer <key>", field="header.authorization"
+        )
+    if not key_is_accepted(credentials.credentials, accepted_digests):
+        raise ForbiddenError("API key not accepted", field="header.authorization")
+
+
+async def require_writer(request: Request) -> None:
+    """Dependency for every write route."""
+    check_credentials(await bearer_scheme(request), request.app.state.accepted_key_digests)
+
+
+async def require_reader(request: Request) -> None:
+    """Dependency for read routes; a no-op unless TENK_AUTH_READS is on."""
+    settings = request.app.state.settings
+    if settings.auth_reads:
+        check_credentials(await bearer_scheme(request), request.app.state.accepted_key_digests)

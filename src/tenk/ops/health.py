@@ -1,0 +1,51 @@
+"""`/health` is liveness and touches nothing; `/ready` asks each dependency, with a short timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+router = APIRouter(tags=["ops"])
+
+_OK = orjson.dumps({"status": "ok"})
+CHECK_TIMEOUT_S = 1.0
+
+# name -> (probe, required). A required dependency that fails makes /ready 503; others make it "degraded".
+ReadinessProbe = Callable[[], Awaitable[object]]
+
+
+@router.get("/ping", summary="Cheapest possible answer")
+async def ping() -> Response:
+    return Response(b'{"ping":"pong"}', media_type="application/json")
+
+
+@router.get("/health", summary="Liveness: the process answers")
+async def health() -> Response:
+    return Response(_OK, media_type="application/json")
+
+
+async def _check(probe: ReadinessProbe) -> dict[str, object]:
+    started = time.perf_counter()
+    try:
+        await asyncio.wait_for(probe(), CHECK_TIMEOUT_S)
+    except Exception as exc:
+        return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"[:200]}
+    return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+
+
+@router.get("/ready", summary="Readiness: each dependency, and whether we can serve")
+async def ready(request: Request) -> Response:
+    probes: dict[str, tuple[ReadinessProbe, bool]] = request.app.state.readiness_probes
+    names = list(probes)
+    results = await asyncio.gather(*(_check(probes[name][0]) for name in names))
+    checks = dict(zip(names, results, strict=True))
+    required_down = any(not checks[n]["ok"] for n in names if probes[n][1])
+    optional_down = any(not checks[n]["ok"] for n in names if not probes[n][1])
+    status = "down" if required_down else "degraded" if optional_down else "ok"
+    body = orjson.dumps({"status": status, "checks": checks})
+    return Response(body, 503 if required_down else 200, media_type="application/json")

@@ -1,0 +1,43 @@
+"""JSON-lines logging; every record carries the request id of the request that logged it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+
+import orjson
+
+from tenk.ops.request_id import request_id_var
+
+_RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        request_id = request_id_var.get()
+        if request_id is not None:
+            line["request_id"] = request_id
+        for key, value in record.__dict__.items():
+            if key not in _RESERVED and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure_logging(level: str = "INFO") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # The servers' own access loggers would duplicate ours (and cost throughput); ours is opt-in.
+    for name in ("uvicorn.access", "granian.access", "gunicorn.access"):
+        logging.getLogger(name).disabled = True

@@ -1,0 +1,95 @@
+"""Prometheus metrics. Request latency is labelled by route *template*, never the raw path:
+one label value per route, however many ids clients send.
+
+Gauges whose value lives in a running app (pool sizes, breaker states) are read at scrape time
+from callbacks the lifespan registers, so nothing polls in the background.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REQUEST_LATENCY = Histogram(
+    "tenk_http_request_duration_seconds",
+    "HTTP request latency by route template.",
+    ["method", "route", "status"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+CACHE_LOOKUPS = Counter(
+    "tenk_cache_lookups_total", "Cache lookups by cache, layer and result.", ["cache", "layer", "result"]
+)
+
+UNMATCHED_ROUTE = "<unmatched>"
+
+# name -> callback yielding (labels, value); registered by lifespans, read at scrape time.
+GaugeSource = Callable[[], Iterable[tuple[dict[str, str], float]]]
+
+
+class _LiveGauges(Collector):
+    def __init__(self) -> None:
+        self.sources: dict[str, tuple[str, list[GaugeSource]]] = {}
+
+    def add(self, name: str, documentation: str, source: GaugeSource) -> None:
+        self.sources.setdefault(name, (documentation, []))[1].append(source)
+
+    def remove(self, name: str, source: GaugeSource) -> None:
+        if name in self.sources:
+            sources = self.sources[name][1]
+            if source in sources:
+                sources.remove(source)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for name, (documentation, sources) in list(self.sources.items()):
+            samples = [sample for source in sources for sample in source()]
+            label_names = sorted({key for labels, _ in samples for key in labels})
+            family = GaugeMetricFamily(name, documentation, labels=label_names)
+            for labels, value in samples:
+                family.add_metric([labels.get(key, "") for key in label_names], value)
+            yield family
+
+
+live_gauges = _LiveGauges()
+REGISTRY.register(live_gauges)
+
+
+def route_template(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+class MetricsMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_capturing_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_capturing_status)
+        finally:
+            REQUEST_LATENCY.labels(scope["method"], route_template(scope), str(status)).observe(
+                time.perf_counter() - started
+            )
+
+
+async def metrics_endpoint(_: Request) -> Response:
+    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

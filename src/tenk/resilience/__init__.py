@@ -1,0 +1,14 @@
+"""Guards shared by every domain that calls something that can be slow or down."""
+
+from tenk.resilience.breaker import BreakerState, CircuitBreaker, CircuitOpenError
+from tenk.resilience.bulkhead import Bulkhead, BulkheadFullError
+from tenk.resilience.singleflight import SingleFlight
+
+__all__ = [
+    "BreakerState",
+    "Bulkhead",
+    "BulkheadFullError",
+    "CircuitBreaker",
+    "CircuitOpenError",
+    "SingleFlight",
+]

@@ -1,0 +1,1 @@
+"""Full-text search over products: a generated tsvector column, a GIN index, ranked results."""

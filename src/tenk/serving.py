@@ -1,0 +1,96 @@
+"""How `tenk serve` launches each ASGI server. Also used by the lab to start targets the same way."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from tenk.settings import ServerName
+
+# Parked requests are cheap in asyncio; don't let the server's own cap (granian's defaults to 1024
+# per worker) stop us before our bulkheads do.
+BACKLOG = 16384
+
+
+def server_argv(
+    app: str,
+    server: ServerName,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    factory: bool = True,
+    access_log: bool = False,
+) -> list[str]:
+    bin_dir = Path(sys.executable).parent
+    if server == "granian":
+        argv = [
+            str(bin_dir / "granian"),
+            "--interface",
+            "asgi",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--loop",
+            "uvloop",
+            "--backlog",
+            str(BACKLOG),
+            "--backpressure",
+            str(BACKLOG),
+            "--log-level",
+            "warning",
+            "--workers-kill-timeout",
+            "10",
+        ]
+        argv += ["--access-log"] if access_log else ["--no-access-log"]
+        return [*argv, *(["--factory"] if factory else []), app]
+    if server == "uvicorn":
+        argv = [
+            str(bin_dir / "uvicorn"),
+            app,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--backlog",
+            str(BACKLOG),
+            "--log-level",
+            "warning",
+            "--timeout-graceful-shutdown",
+            "10",
+        ]
+        argv += [] if access_log else ["--no-access-log"]
+        return [*argv, *(["--factory"] if factory else [])]
+    target = f"{app}()" if factory else app
+    argv = [
+        str(bin_dir / "gunicorn"),
+        target,
+        "--worker-class",
+        "uvicorn.workers.UvicornWorker",
+        "--bind",
+        f"{host}:{port}",
+        "--workers",
+        str(workers),
+        "--backlog",
+        str(BACKLOG),
+        "--log-level",
+        "warning",
+        "--graceful-timeout",
+        "10",
+    ]
+    return argv + (["--access-logfile", "-"] if access_log else [])
+
+
+def exec_server(argv: list[str]) -> None:
+    """Replace this process with the server, so signals reach it directly."""
+    os.execv(argv[0], argv)

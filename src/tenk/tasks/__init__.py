@@ -1,0 +1,1 @@
+"""Tasks: plain CRUD over the pooled Postgres, with keyset pagination."""
