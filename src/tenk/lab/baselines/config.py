@@ -1,0 +1,41 @@
+"""The baselines' configuration: the same TENK_* URLs as tenk, plus the NAIVE_* knobs the ladders turn."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# "1": cache-aside with a Redis pool built on every request, as the product-API study published it.
+# "shared": the same cache through one pool per process (the fix). "0": no cache.
+RedisCacheMode = Literal["0", "1", "shared"]
+
+
+class NaiveConfig(BaseSettings):
+    """Read from the environment. The handlers build one per request, as the first tasks app did."""
+
+    model_config = SettingsConfigDict(env_prefix="TENK_", extra="ignore")
+
+    database_url: str = ""
+    redis_url: str = ""
+    upstream_url: str = "http://127.0.0.1:9100"
+    pg_port: int = 54329
+    redis_port: int = 63799
+    # The vendor can take many seconds (the slow-upstream preset); a bound keeps nothing parked forever.
+    upstream_timeout_s: float = Field(30.0, validation_alias=AliasChoices("NAIVE_UPSTREAM_TIMEOUT_S"))
+
+    redis_cache: RedisCacheMode = Field("0", validation_alias=AliasChoices("NAIVE_REDIS_CACHE"))
+    pool: bool = Field(False, validation_alias=AliasChoices("NAIVE_POOL"))
+    access_log: bool = Field(True, validation_alias=AliasChoices("NAIVE_ACCESS_LOG"))
+
+    @property
+    def dsn(self) -> str:
+        return self.database_url or f"postgresql://postgres@127.0.0.1:{self.pg_port}/tenk"
+
+    @property
+    def redis_dsn(self) -> str:
+        return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def quote_url(self, symbol: str) -> str:
+        return f"{self.upstream_url.rstrip('/')}/v1/quotes/{symbol}"

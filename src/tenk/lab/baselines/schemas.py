@@ -1,0 +1,58 @@
+"""Request and response models. Inputs are tenk's own models, so bad input gets the same 4xx as tenk."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict
+
+from tenk.catalog.schemas import Product, ProductIn
+from tenk.search.routes import SearchHit, SearchResults
+from tenk.tasks.schemas import Task, TaskIn
+from tenk.text import PgText
+
+__all__ = [
+    "After",
+    "Limit",
+    "Product",
+    "ProductId",
+    "ProductIn",
+    "ProductPage",
+    "Quote",
+    "SearchHit",
+    "SearchLimit",
+    "SearchQuery",
+    "SearchResults",
+    "Symbol",
+    "Task",
+    "TaskId",
+    "TaskIn",
+    "TaskPage",
+]
+
+ProductId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+Limit = Annotated[int, Query(ge=1, le=100)]
+After = Annotated[str | None, Query(max_length=512)]
+SearchQuery = Annotated[PgText, Query(min_length=1, max_length=200)]
+SearchLimit = Annotated[int, Query(ge=1, le=50)]
+Symbol = Annotated[str, Path(min_length=1, max_length=16, pattern=r"^[A-Za-z0-9.\-]+$")]
+
+
+class ProductPage(BaseModel):
+    items: list[Product]
+    next: str | None = None
+
+
+class TaskPage(BaseModel):
+    items: list[Task]
+    next: str | None = None
+
+
+class Quote(BaseModel):
+    """The vendor's quote, passed through field for field."""
+
+    model_config = ConfigDict(extra="allow")
+
+    symbol: str
