@@ -73,9 +73,7 @@ class Stack:
         self.redis.stop()
 
 
-def start_stack(
-    root: Path, products: int = SEED_PRODUCTS, tasks: int = SEED_TASKS, **redis_kwargs: object
-) -> Stack:
+def start_stack(root: Path, products: int = SEED_PRODUCTS, tasks: int = SEED_TASKS, **redis_kwargs: object) -> Stack:
     pg = EmbeddedPostgres(root / "postgres", free_port())
     redis = EmbeddedRedis(root / "redis", free_port(), **redis_kwargs)  # type: ignore[arg-type]
     pg.start()

@@ -10,10 +10,12 @@ from fastapi.responses import ORJSONResponse
 from starlette.routing import Route
 
 from tenk import __version__
+from tenk.catalog import hot as catalog_hot
 from tenk.catalog.routes import router as catalog_router
 from tenk.catalog.service import catalog_lifespan
 from tenk.connections import create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
+from tenk.hotpath import HotPathMiddleware, HotRoute
 from tenk.ops.access_log import AccessLogMiddleware
 from tenk.ops.body_limit import BodyLimitMiddleware
 from tenk.ops.health import router as health_router
@@ -23,6 +25,9 @@ from tenk.ops.request_id import RequestIdMiddleware
 from tenk.search.routes import router as search_router
 from tenk.settings import Settings, get_settings
 from tenk.tasks.routes import router as tasks_router
+
+# GET routes served by the pure-ASGI fast lane in front of FastAPI (see tenk.hotpath).
+HOT_ROUTES: list[HotRoute] = [catalog_hot.ROUTE]
 
 DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -81,4 +86,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(AccessLogMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.add_middleware(RequestIdMiddleware)
+    # Reads that need auth or an access-log line take the full path; the fast lane does neither.
+    if not (settings.auth_reads or settings.access_log):
+        app.add_middleware(HotPathMiddleware, state=app.state, routes=HOT_ROUTES)
     return app

@@ -98,16 +98,7 @@ def _field_name(loc: tuple[int | str, ...]) -> str:
 
 
 def validation_fields(errors: Any) -> list[dict[str, str]]:
-    return [
-        {"field": _field_name(tuple(e.get("loc", ()))), "message": str(e.get("msg", "invalid"))}
-        for e in errors
-    ]
-
-
-async def _on_tenk_error(_: Request, exc: Exception) -> Response:
-    assert isinstance(exc, TenkError)
-    fields = [{"field": exc.field, "message": exc.message}] if exc.field else None
-    return error_response(exc.status, exc.code, exc.message, fields, exc.retry_after_s)
+    return [{"field": _field_name(tuple(e.get("loc", ()))), "message": str(e.get("msg", "invalid"))} for e in errors]
 
 
 async def _on_validation_error(_: Request, exc: Exception) -> Response:
@@ -120,32 +111,31 @@ async def _on_validation_error(_: Request, exc: Exception) -> Response:
 
 async def _on_http_exception(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
-    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
-        exc.status_code, "http_error"
-    )
+    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(exc.status_code, "http_error")
     response = error_response(exc.status_code, code, str(exc.detail))
     if exc.headers:
         response.headers.update(exc.headers)
     return response
 
 
-async def _on_breaker_open(_: Request, exc: Exception) -> Response:
-    assert isinstance(exc, CircuitOpenError)
-    return error_response(503, "circuit_open", str(exc), retry_after_s=exc.retry_after_s or 1.0)
-
-
-async def _on_bulkhead_full(_: Request, exc: Exception) -> Response:
-    return error_response(503, "overloaded", str(exc), retry_after_s=1.0)
-
-
-async def _on_database_down(_: Request, exc: Exception) -> Response:
-    logger.warning("database unavailable: %s", exc.__class__.__name__)
-    return error_response(503, "database_unavailable", "the database is unavailable", retry_after_s=2.0)
-
-
-async def _on_unexpected(_: Request, exc: Exception) -> Response:
+def response_for(exc: Exception) -> Response:
+    """The HTTP response for any exception a handler may raise; a 500 only for true bugs."""
+    if isinstance(exc, TenkError):
+        fields = [{"field": exc.field, "message": exc.message}] if exc.field else None
+        return error_response(exc.status, exc.code, exc.message, fields, exc.retry_after_s)
+    if isinstance(exc, CircuitOpenError):
+        return error_response(503, "circuit_open", str(exc), retry_after_s=exc.retry_after_s or 1.0)
+    if isinstance(exc, BulkheadFullError):
+        return error_response(503, "overloaded", str(exc), retry_after_s=1.0)
+    if isinstance(exc, DATABASE_DOWN):
+        logger.warning("database unavailable: %s", exc.__class__.__name__)
+        return error_response(503, "database_unavailable", "the database is unavailable", retry_after_s=2.0)
     logger.exception("unhandled error", exc_info=exc)
     return error_response(500, "internal", "internal server error")
+
+
+async def _on_exception(_: Request, exc: Exception) -> Response:
+    return response_for(exc)
 
 
 # Failures that mean "Postgres is unreachable or overloaded", not "this request is wrong".
@@ -161,11 +151,7 @@ DATABASE_DOWN: tuple[type[Exception], ...] = (
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(TenkError, _on_tenk_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
-    app.add_exception_handler(CircuitOpenError, _on_breaker_open)
-    app.add_exception_handler(BulkheadFullError, _on_bulkhead_full)
-    for exc_type in DATABASE_DOWN:
-        app.add_exception_handler(exc_type, _on_database_down)
-    app.add_exception_handler(Exception, _on_unexpected)
+    for exc_type in (TenkError, CircuitOpenError, BulkheadFullError, *DATABASE_DOWN, Exception):
+        app.add_exception_handler(exc_type, _on_exception)

@@ -13,9 +13,7 @@ REDIS_ERROR = CACHE_LOOKUPS.labels("product", "redis", "error")
 DB_READS = Counter("tenk_catalog_db_reads_total", "Product reads that reached Postgres.", ["path"])
 DB_READ_NORMAL = DB_READS.labels("normal")
 DB_READ_FALLBACK = DB_READS.labels("redis_down")
-INVALIDATIONS = Counter(
-    "tenk_catalog_invalidations_total", "Local cache invalidations by origin.", ["origin"]
-)
+INVALIDATIONS = Counter("tenk_catalog_invalidations_total", "Local cache invalidations by origin.", ["origin"])
 INVALIDATION_FAILURES = Counter(
     "tenk_catalog_invalidation_failures_total", "Writes whose Redis invalidation had to be retried."
 )

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from tenk.catalog import queries
 from tenk.catalog.schemas import Product, ProductIn, ProductPage, ProductPatch
-from tenk.catalog.service import MISSING, CatalogService
+from tenk.catalog.service import MISSING, NOT_FOUND_BODY, CatalogService
 from tenk.errors import ConflictError, NotFoundError
 from tenk.ops.auth import require_reader, require_writer
 from tenk.pagination import CursorCodec, cursor_codec, keyset_page
@@ -48,13 +48,11 @@ def _cursors(request: Request) -> CursorCodec:
 async def get_product(product_id: ProductId, request: Request) -> Response:
     body = await _service(request).get_product_json(product_id)
     if body == MISSING:
-        return Response(_NOT_FOUND, 404, media_type=_JSON)
+        return Response(NOT_FOUND_BODY, 404, media_type=_JSON)
     return Response(body, media_type=_JSON)
 
 
-@router.get(
-    "", response_model=ProductPage, dependencies=[Depends(require_reader)], summary="Products by id, keyset"
-)
+@router.get("", response_model=ProductPage, dependencies=[Depends(require_reader)], summary="Products by id, keyset")
 async def list_products(
     request: Request,
     after: Annotated[str | None, Query(max_length=512, description="Cursor from the previous page.")] = None,

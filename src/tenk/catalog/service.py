@@ -25,12 +25,16 @@ from redis.exceptions import RedisError
 from tenk.catalog import keys, metrics, queries
 from tenk.catalog.local_cache import LocalCache
 from tenk.catalog.settings import CatalogSettings
+from tenk.errors import error_body
 from tenk.ops.metrics import live_gauges
 from tenk.resilience import Bulkhead, CircuitBreaker, CircuitOpenError, SingleFlight
 
 logger = logging.getLogger("tenk.catalog.service")
 
 MISSING = b""
+NOT_FOUND_BODY = error_body(
+    "not_found", "no such product", [{"field": "path.product_id", "message": "no such product"}]
+)
 _RETRY_INVALIDATION_EVERY_S = 0.5
 
 
@@ -43,9 +47,7 @@ class CatalogService:
         self.loads: SingleFlight[int, bytes] = SingleFlight()
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
         self.pg_breaker = CircuitBreaker("postgres", failure_ratio=0.5, window_s=5, min_calls=10, open_s=2)
-        self.fallback = Bulkhead(
-            "postgres-fallback", settings.fallback_max_inflight, settings.fallback_max_wait_s
-        )
+        self.fallback = Bulkhead("postgres-fallback", settings.fallback_max_inflight, settings.fallback_max_wait_s)
         self._fill_script = redis.register_script(keys.FILL_IF_UNCHANGED)
         # Ids whose Redis invalidation failed (Redis down at write time); retried until it succeeds.
         self._pending_invalidations: set[int] = set()
@@ -80,9 +82,7 @@ class CatalogService:
                 metrics.DB_READ_FALLBACK.inc()
                 value = await self._select(product_id)
         if self.settings.local_cache:
-            ttl = (
-                self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.local_ttl_s)
-            )
+            ttl = self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.local_ttl_s)
             self.local.put(product_id, value, epoch, ttl)
         return value
 
@@ -187,9 +187,7 @@ async def catalog_lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Wait briefly so that a process is subscribed before it serves; don't hang start-up if Redis is down.
     with suppress(TimeoutError):
         await asyncio.wait_for(ready.wait(), 2.0)
-    live_gauges.add(
-        "tenk_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", service.gauges
-    )
+    live_gauges.add("tenk_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", service.gauges)
     try:
         yield
     finally:

@@ -36,9 +36,7 @@ def key_is_accepted(key: str, accepted_digests: list[str]) -> bool:
 
 def check_credentials(credentials: HTTPAuthorizationCredentials | None, accepted_digests: list[str]) -> None:
     if credentials is None or not credentials.credentials:
-        raise UnauthorizedError(
-            "missing API key: send Authorization: Bearer <key>", field="header.authorization"
-        )
+        raise UnauthorizedError("missing API key: send Authorization: Bearer <key>", field="header.authorization")
     if not key_is_accepted(credentials.credentials, accepted_digests):
         raise ForbiddenError("API key not accepted", field="header.authorization")
 

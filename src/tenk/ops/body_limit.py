@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tenk.errors import PayloadTooLargeError, error_body
+from tenk.errors import error_body
 
 
 class BodyLimitMiddleware:
@@ -22,20 +22,29 @@ class BodyLimitMiddleware:
                 if not value.isdigit() or int(value) > self.max_bytes:
                     await self._reject(send)
                     return
-                break
+                # The server holds the client to its declared length.
+                await self.app(scope, receive, send)
+                return
+        # No length given (chunked): read up to the limit before the app sees anything, so that an
+        # oversized body is refused whole rather than half-parsed.
+        messages: list[Message] = []
         received = 0
-        max_bytes = self.max_bytes
-
-        async def counting_receive() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > max_bytes:
-                    raise PayloadTooLargeError(f"request body exceeds {max_bytes} bytes")
-            return message
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                await self._reject(send)
+                return
+            if not message.get("more_body", False):
+                break
 
-        await self.app(scope, counting_receive, send)
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
 
     async def _reject(self, send: Send) -> None:
         await send(

@@ -5,12 +5,21 @@ from __future__ import annotations
 import logging
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
 from tenk.ops.request_id import request_id_var
 
-_RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+_RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "request_id"}
+_base_factory = logging.getLogRecordFactory()
+
+
+def _record_with_request_id(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    # Taken when the record is made, not when it is formatted: a handler may format later, elsewhere.
+    record = _base_factory(*args, **kwargs)
+    record.request_id = request_id_var.get()
+    return record
 
 
 class JsonFormatter(logging.Formatter):
@@ -21,7 +30,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        request_id = request_id_var.get()
+        request_id = getattr(record, "request_id", None)
         if request_id is not None:
             line["request_id"] = request_id
         for key, value in record.__dict__.items():
@@ -36,8 +45,11 @@ def configure_logging(level: str = "INFO") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    # Replace plain console handlers (ours from an earlier app, or a server's default); keep any others,
+    # such as a test's log capture.
+    root.handlers[:] = [h for h in root.handlers if type(h) is not logging.StreamHandler] + [handler]
     root.setLevel(level.upper())
+    logging.setLogRecordFactory(_record_with_request_id)
     # The servers' own access loggers would duplicate ours (and cost throughput); ours is opt-in.
     for name in ("uvicorn.access", "granian.access", "gunicorn.access"):
         logging.getLogger(name).disabled = True

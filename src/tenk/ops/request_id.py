@@ -15,6 +15,15 @@ _ACCEPTABLE = re.compile(rb"^[A-Za-z0-9._:\-]{1,128}$")
 HEADER = b"x-request-id"
 
 
+def resolve_request_id(scope: Scope) -> bytes:
+    for name, value in scope["headers"]:
+        if name == HEADER:
+            if _ACCEPTABLE.match(value):
+                return bytes(value)
+            break
+    return uuid.uuid4().hex.encode()
+
+
 class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -23,12 +32,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        raw = None
-        for name, value in scope["headers"]:
-            if name == HEADER:
-                raw = value
-                break
-        request_id = raw if raw is not None and _ACCEPTABLE.match(raw) else uuid.uuid4().hex.encode()
+        request_id = resolve_request_id(scope)
         scope["request_id"] = request_id.decode()
         token = request_id_var.set(scope["request_id"])
 

@@ -39,9 +39,7 @@ class SearchResults(BaseModel):
 )
 async def search(
     request: Request,
-    q: Annotated[
-        PgText, Query(min_length=1, max_length=MAX_QUERY_CHARS, description='Words, "phrases", or -not.')
-    ],
+    q: Annotated[PgText, Query(min_length=1, max_length=MAX_QUERY_CHARS, description='Words, "phrases", or -not.')],
     limit: Annotated[int, Query(ge=1, le=50)] = 10,
 ) -> Response:
     query = q.strip()

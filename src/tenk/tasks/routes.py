@@ -29,9 +29,7 @@ def _one(row: str | None, status: int = 200) -> Response:
     return Response(row.encode(), status, media_type=_JSON)
 
 
-@router.post(
-    "", status_code=201, response_model=Task, dependencies=[Depends(require_writer)], summary="Create a task"
-)
+@router.post("", status_code=201, response_model=Task, dependencies=[Depends(require_writer)], summary="Create a task")
 async def create_task(task: TaskIn, request: Request) -> Response:
     return _one(await _pg(request).fetchval(queries.INSERT_TASK, task.title, task.notes, task.done), 201)
 
@@ -41,23 +39,15 @@ async def get_task(task_id: TaskId, request: Request) -> Response:
     return _one(await _pg(request).fetchval(queries.TASK_BY_ID, task_id))
 
 
-@router.patch(
-    "/{task_id}", response_model=Task, dependencies=[Depends(require_writer)], summary="Change a task"
-)
+@router.patch("/{task_id}", response_model=Task, dependencies=[Depends(require_writer)], summary="Change a task")
 async def patch_task(task_id: TaskId, patch: TaskPatch, request: Request) -> Response:
-    return _one(
-        await _pg(request).fetchval(queries.PATCH_TASK, task_id, patch.title, patch.notes, patch.done)
-    )
+    return _one(await _pg(request).fetchval(queries.PATCH_TASK, task_id, patch.title, patch.notes, patch.done))
 
 
-@router.get(
-    "", response_model=TaskPage, dependencies=[Depends(require_reader)], summary="Tasks by id, keyset"
-)
+@router.get("", response_model=TaskPage, dependencies=[Depends(require_reader)], summary="Tasks by id, keyset")
 async def list_tasks(
     request: Request,
-    after: Annotated[
-        str | None, Query(max_length=512, description="Opaque cursor from the previous page.")
-    ] = None,
+    after: Annotated[str | None, Query(max_length=512, description="Opaque cursor from the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
 ) -> Response:
     codec = cursor_codec(request.app.state.settings.cursor_secret, "tasks")

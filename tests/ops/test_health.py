@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+
+from tenk.settings import Settings
+from tests.conftest import Stack
+
+
+async def test_ready_reports_each_dependency(client: httpx.AsyncClient) -> None:
+    response = await client.get("/ready")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["checks"]["postgres"]["ok"] is True
+    assert body["checks"]["redis"]["ok"] is True
+
+
+async def test_postgres_down_makes_ready_503_while_health_stays_200(
+    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(private_stack.settings()):
+        assert (await client.get("/ready")).status_code == 200
+        private_stack.pg.stop()
+        ready = await client.get("/ready")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["postgres"]["ok"] is False
+        assert ready.json()["status"] == "down"
+        assert (await client.get("/health")).status_code == 200
+
+
+async def test_redis_down_makes_ready_degraded_not_down(
+    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(private_stack.settings()):
+        private_stack.redis.stop()
+        ready = await client.get("/ready")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "degraded"
+        assert ready.json()["checks"]["redis"]["ok"] is False

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import re
+
+import httpx
+
+
+def _series(text: str, name: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(name + "{")]
+
+
+async def test_latency_is_labelled_by_route_template_never_the_raw_path(client: httpx.AsyncClient) -> None:
+    for product_id in (11, 12, 13):
+        await client.get(f"/products/{product_id}")
+    await client.get("/tasks/5")
+    await client.get("/definitely/not/a/route/987654")
+    text = (await client.get("/metrics")).text
+    routes = {
+        m.group(1)
+        for line in _series(text, "tenk_http_request_duration_seconds_count")
+        if (m := re.search(r'route="([^"]*)"', line))
+    }
+    assert "/products/{product_id}" in routes
+    assert "/tasks/{task_id}" in routes
+    assert "<unmatched>" in routes
+    assert not any(re.search(r"\d{2,}", route) for route in routes), routes
+
+
+async def test_cache_layers_report_hits_and_misses(client: httpx.AsyncClient) -> None:
+    await client.get("/products/1777")
+    await client.get("/products/1777")
+    text = (await client.get("/metrics")).text
+    assert 'tenk_cache_lookups_total{cache="product",layer="local",result="hit"}' in text
+    assert 'tenk_cache_lookups_total{cache="product",layer="local",result="miss"}' in text
+    assert re.search(r'tenk_cache_lookups_total\{cache="product",layer="redis",result="(hit|miss)"\}', text)
+
+
+async def test_pool_and_breaker_gauges_are_exported(client: httpx.AsyncClient) -> None:
+    text = (await client.get("/metrics")).text
+    assert re.search(r'tenk_pool_connections\{kind="size",pool="postgres"\} [1-9]', text)
+    assert 'tenk_pool_connections{kind="in_use",pool="postgres"}' in text
+    assert 'tenk_breaker_state{breaker="catalog-redis"} 0.0' in text
