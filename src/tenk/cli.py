@@ -163,5 +163,32 @@ def dev() -> None:
     sys.exit(run_dev(_settings()))
 
 
+@main.command("mock-upstream")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=9100, show_default=True, help="0 picks a free port (printed).")
+@click.option("--p50-ms", type=click.FloatRange(min=0), default=40.0, show_default=True)
+@click.option("--p99-ms", type=click.FloatRange(min=0), default=400.0, show_default=True)
+@click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Share of 500s.")
+@click.option(
+    "--hang-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Share never answered."
+)
+@click.option("--seed", type=int, default=None, help="Makes the drawn delays and outcomes repeatable.")
+def mock_upstream(
+    host: str, port: int, p50_ms: float, p99_ms: float, error_rate: float, hang_rate: float, seed: int | None
+) -> None:
+    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.mock_upstream)."""
+    from tenk.lab.mock_upstream import Profile, ProfileError, run
+
+    try:
+        profile = Profile(p50_ms=p50_ms, p99_ms=p99_ms, error_rate=error_rate, hang_rate=hang_rate)
+    except ProfileError as exc:
+        raise click.BadParameter(exc.message, param_hint=f"--{exc.field.replace('_', '-')}") from None
+
+    def ready(bound_host: str, bound_port: int) -> None:
+        click.echo(f"mock-upstream listening on http://{bound_host}:{bound_port} ({profile})", err=True)
+
+    run(host, port, profile, seed, ready)
+
+
 if __name__ == "__main__":
     main()

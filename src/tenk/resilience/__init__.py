@@ -1,6 +1,6 @@
 """Guards shared by every domain that calls something that can be slow or down."""
 
-from tenk.resilience.breaker import BreakerState, CircuitBreaker, CircuitOpenError
+from tenk.resilience.breaker import BreakerState, CircuitBreaker, CircuitOpenError, Permit
 from tenk.resilience.bulkhead import Bulkhead, BulkheadFullError
 from tenk.resilience.singleflight import SingleFlight
 
@@ -10,5 +10,6 @@ __all__ = [
     "BulkheadFullError",
     "CircuitBreaker",
     "CircuitOpenError",
+    "Permit",
     "SingleFlight",
 ]

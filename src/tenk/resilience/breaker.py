@@ -13,6 +13,23 @@ becomes the probe; everyone else keeps failing fast until the probe reports.
         breaker.release(ok=False)
         raise
     breaker.release(ok=True)
+
+Calls that can outlive a state change (a slow upstream answering after the breaker opened) should
+hold a `Permit`: a late answer from before the change is then ignored instead of being mistaken for
+the probe's verdict, and a probe whose caller goes away can hand its turn back:
+
+    permit = breaker.acquire()
+    if permit is None:
+        raise CircuitOpenError(breaker.name, breaker.retry_after_s())
+    try:
+        result = await call()
+    except asyncio.CancelledError:
+        breaker.abandon(permit)
+        raise
+    except Exception:
+        breaker.release(ok=False, permit=permit)
+        raise
+    breaker.release(ok=True, permit=permit)
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ import enum
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 class BreakerState(enum.IntEnum):
@@ -34,6 +52,14 @@ class CircuitOpenError(Exception):
         super().__init__(f"circuit {name!r} is open")
         self.name = name
         self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """Leave to make one call: the breaker state it was granted in, and whether it is the probe."""
+
+    epoch: int
+    probe: bool
 
 
 class CircuitBreaker:
@@ -59,21 +85,41 @@ class CircuitBreaker:
         # One bucket per whole second: [second, successes, failures].
         self._buckets: deque[list[int]] = deque()
         self.transitions = 0
+        # Bumped on every state change; a Permit from an older epoch no longer counts.
+        self._epoch = 0
+        # Immutable, so one per epoch serves every call made while closed.
+        self._closed_permit = Permit(0, probe=False)
+
+    def acquire(self) -> Permit | None:
+        """Leave for one call now, or None (fail fast). Pair each Permit with `release` or `abandon`."""
+        if self.state is BreakerState.CLOSED:
+            return self._closed_permit
+        if self.state is BreakerState.OPEN:
+            if self._clock() - self._opened_at < self.open_s:
+                return None
+            self._set(BreakerState.HALF_OPEN)
+        if self._probe_in_flight:
+            return None
+        self._probe_in_flight = True
+        return Permit(self._epoch, probe=True)
 
     def try_acquire(self) -> bool:
         """May a call go ahead now? Every True must be paired with one `release`."""
-        if self.state is BreakerState.CLOSED:
-            return True
-        if self.state is BreakerState.OPEN:
-            if self._clock() - self._opened_at < self.open_s:
-                return False
-            self._set(BreakerState.HALF_OPEN)
-        if self._probe_in_flight:
-            return False
-        self._probe_in_flight = True
-        return True
+        return self.acquire() is not None
 
-    def release(self, ok: bool) -> None:
+    def abandon(self, permit: Permit) -> None:
+        """The call ended without an answer about the dependency (cancelled): judge nothing.
+
+        An abandoned probe hands its turn to the next caller instead of leaving the breaker
+        half-open forever.
+        """
+        if permit.probe and permit.epoch == self._epoch:
+            self._probe_in_flight = False
+
+    def release(self, ok: bool, permit: Permit | None = None) -> None:
+        if permit is not None and permit.epoch != self._epoch:
+            # Granted before the last state change: its outcome says nothing about the present.
+            return
         if self.state is BreakerState.HALF_OPEN:
             self._probe_in_flight = False
             if ok:
@@ -116,3 +162,5 @@ class CircuitBreaker:
         if state is not self.state:
             self.state = state
             self.transitions += 1
+            self._epoch += 1
+            self._closed_permit = Permit(self._epoch, probe=False)

@@ -1,0 +1,14 @@
+"""`tenk mock-upstream`: a stand-in third-party API with lognormal latency, injected errors and hangs.
+
+GET  /v1/quotes/{symbol}   a small JSON quote, after a drawn delay
+GET  /stats                counts, requests held now, latency histogram (?symbol=X adds its count)
+DELETE /stats              start counting afresh
+GET  /health               200 once listening
+PUT  /admin/latency        {"p50_ms":..,"p99_ms":..,"error_rate":..,"hang_rate":..}, any subset
+"""
+
+from tenk.lab.mock_upstream.profile import Draw, Outcome, Profile, ProfileError, Sampler
+from tenk.lab.mock_upstream.server import run, serve
+from tenk.lab.mock_upstream.stats import Stats
+
+__all__ = ["Draw", "Outcome", "Profile", "ProfileError", "Sampler", "Stats", "run", "serve"]
