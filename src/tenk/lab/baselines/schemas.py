@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from tenk.catalog.schemas import Product, ProductIn
 from tenk.search.routes import SearchHit, SearchResults
@@ -51,8 +51,9 @@ class TaskPage(BaseModel):
 
 
 class Quote(BaseModel):
-    """The vendor's quote, passed through field for field."""
-
-    model_config = ConfigDict(extra="allow")
+    """The vendor's quote, validated field by field as the naive client did."""
 
     symbol: str
+    price: float
+    currency: str
+    as_of_ms: int
