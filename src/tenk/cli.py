@@ -64,13 +64,9 @@ def up(seed: bool, products: int, tasks: int) -> None:
     click.echo(f"migrations: {', '.join(applied) if applied else 'up to date'}")
     if seed:
         written = asyncio.run(seed_data(settings.resolved_database_url, products, tasks))
-        click.echo(
-            f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)"
-        )
+        click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)")
     key, created = ensure_dev_key(settings.data_dir)
-    click.echo(
-        f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}"
-    )
+    click.echo(f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}")
 
 
 def _redact(url: str) -> str:

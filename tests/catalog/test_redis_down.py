@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+from redis.asyncio import Redis
+
+from tenk.catalog import keys
+from tenk.settings import Settings
+from tests.conftest import AUTH, Stack
+
+
+async def test_product_reads_stay_200_when_redis_stops(
+    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(private_stack.settings()):
+        for product_id in range(1, 21):
+            assert (await client.get(f"/products/{product_id}")).status_code == 200
+        private_stack.redis.stop()
+        # Cached locally, and not: every read answers, concurrently too.
+        responses = await asyncio.gather(*(client.get(f"/products/{i}") for i in range(1, 101)))
+        assert [r.status_code for r in responses] == [200] * 100
+        assert (await client.get("/products/99999")).status_code == 404
+        metrics = (await client.get("/metrics")).text
+        assert 'tenk_catalog_db_reads_total{path="redis_down"}' in metrics
+
+
+async def test_writes_while_redis_is_down_invalidate_once_it_returns(
+    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(private_stack.settings()):
+        before = (await client.get("/products/5")).json()  # now cached in Redis too
+        private_stack.redis.stop()
+        patched = await client.patch("/products/5", json={"stock": before["stock"] + 3}, headers=AUTH)
+        assert patched.status_code == 200
+        assert (await client.get("/products/5")).json()["stock"] == before["stock"] + 3
+        private_stack.redis.start()
+        # The Redis copy from before the write must be gone once the retry has run.
+        redis = Redis.from_url(private_stack.redis.url)
+        try:
+            for _ in range(100):
+                cached = await redis.get(keys.product_key(5))
+                if cached is None or b'"stock":%d' % (before["stock"] + 3) in cached:
+                    break
+                await asyncio.sleep(0.1)
+            assert cached is None or b'"stock":%d' % (before["stock"] + 3) in cached
+        finally:
+            await redis.aclose()
