@@ -1,9 +1,9 @@
 """What the lab raises. None of these reach HTTP; the CLI prints them and exits non-zero.
 
-    TenkError
-    └── LabError                   a run cannot start or continue
-        ├── ConfigError            a ladder or mix file is malformed (names file, line and key)
-        └── NotReadyError          a process the lab started never answered (carries its log tail)
+TenkError
+└── LabError                   a run cannot start or continue
+    ├── ConfigError            a ladder or mix file is malformed (names file, line and key)
+    └── NotReadyError          a process the lab started never answered (carries its log tail)
 """
 
 from __future__ import annotations

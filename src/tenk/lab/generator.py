@@ -43,11 +43,11 @@ def generator_verdict(cost: GeneratorCost, dropped: int) -> list[str]:
     """Why a run is generator-bound; empty when its figures may be credited to the server."""
     reasons = []
     if cost.util > GENERATOR_BOUND_UTIL:
-        reasons.append(
-            f"generator used {cost.util:.0%} of its {cost.cores} core(s) (limit {GENERATOR_BOUND_UTIL:.0%})"
-        )
+        reasons.append(f"generator used {cost.util:.0%} of its {cost.cores} core(s) (limit {GENERATOR_BOUND_UTIL:.0%})")
     if dropped > 0:
-        reasons.append(f"{dropped} iterations dropped: the generator could not start requests on schedule")
+        # k6 drops an arrival when no VU is free to start it on time: the schedule was not kept,
+        # so the offered load was not the load asked for.
+        reasons.append(f"{dropped} iterations dropped: k6 could not start them on schedule (VUs or CPU exhausted)")
     return reasons
 
 

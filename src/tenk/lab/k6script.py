@@ -187,7 +187,11 @@ def _function(endpoint: Endpoint, variables: dict[str, Var]) -> str:
     else:
         body = f"JSON.stringify({_body(endpoint.body, values)})"
     params = {
-        "headers": "AUTH_HEADERS" if endpoint.auth else "JSON_HEADERS" if endpoint.body is not None else "PLAIN_HEADERS",
+        "headers": "AUTH_HEADERS"
+        if endpoint.auth
+        else "JSON_HEADERS"
+        if endpoint.body is not None
+        else "PLAIN_HEADERS",
         "tags": json.dumps({"name": endpoint.name}),
         "timeout": json.dumps(f"{endpoint.timeout_ms}ms"),
         "responseCallback": f"EXPECT_{endpoint.name}",

@@ -59,7 +59,9 @@ class RungConfig:
         env = data.pop("env")
         upstream = data.pop("upstream")
         factory = data.pop("factory")
-        data["target"] = self.target if factory == _default_factory(self.target) else f"{self.target} (factory={factory})"
+        data["target"] = (
+            self.target if factory == _default_factory(self.target) else f"{self.target} (factory={factory})"
+        )
         data.update({f"env.{k}": v for k, v in sorted(env.items())})
         data.update({f"upstream.{k}": v for k, v in sorted(upstream.items())})
         return data
@@ -160,9 +162,11 @@ def _apply(base: RungConfig, where: Where, data: dict[str, Any]) -> RungConfig:
     if "mix" in data:
         values["mix"] = where.string(data, "mix")
     if "cpus" in data:
-        cpus = str(data["cpus"]) if isinstance(data["cpus"], int) and not isinstance(data["cpus"], bool) else data["cpus"]
+        cpus = (
+            str(data["cpus"]) if isinstance(data["cpus"], int) and not isinstance(data["cpus"], bool) else data["cpus"]
+        )
         if not isinstance(cpus, str) or not _CPUS.match(cpus):
-            raise where.error("cpus", f"expected a CPU list like \"0\" or \"0-1\", got {data['cpus']!r}")
+            raise where.error("cpus", f'expected a CPU list like "0" or "0-1", got {data["cpus"]!r}')
         values["cpus"] = cpus
     for key in ("workers", "connections"):
         if key in data:

@@ -126,9 +126,7 @@ def load_mix(name_or_path: str, relative_to: Path | None = None) -> Mix:
     for i, endpoint_name in enumerate(names):
         if names.index(endpoint_name) != i:
             raise Where(path, text, "endpoint", i).error("name", f"{endpoint_name!r} is used twice")
-    endpoints = tuple(
-        _with_share(endpoint, weight / total) for endpoint, weight in parsed
-    )
+    endpoints = tuple(_with_share(endpoint, weight / total) for endpoint, weight in parsed)
     return Mix(name, description, path, variables, endpoints)
 
 

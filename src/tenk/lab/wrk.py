@@ -160,9 +160,9 @@ def wrk_script(mix: Mix) -> str:
         "  local bad = 0",
         "  for _, thread in ipairs(threads) do bad = bad + (thread:get('unexpected') or 0) end",
         "  local e = summary.errors",
-        "  local out = string.format('{\"requests\": %d, \"duration_us\": %d, \"unexpected\": %d, '"
-        " .. '\"connect\": %d, \"read\": %d, \"write\": %d, \"timeout\": %d, \"p50_us\": %d, \"p95_us\": %d, '"
-        " .. '\"p99_us\": %d, \"max_us\": %d}', summary.requests, summary.duration, bad, e.connect, e.read,"
+        '  local out = string.format(\'{"requests": %d, "duration_us": %d, "unexpected": %d, \''
+        ' .. \'"connect": %d, "read": %d, "write": %d, "timeout": %d, "p50_us": %d, "p95_us": %d, \''
+        ' .. \'"p99_us": %d, "max_us": %d}\', summary.requests, summary.duration, bad, e.connect, e.read,'
         " e.write, e.timeout, latency:percentile(50), latency:percentile(95), latency:percentile(99), latency.max)",
         "  if SUMMARY then local f = io.open(SUMMARY, 'w') f:write(out) f:close() else print(out) end",
         "end",

@@ -1,0 +1,142 @@
+"""`tenk lab ...`: run ladders, list mixes, compare and merge results."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tenk.lab.errors import LabError
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+@click.group()
+def lab() -> None:
+    """The lab: open-loop load from weighted mixes, one-variable ladders, capacity search, reports."""
+
+
+@lab.command()
+@click.argument("ladder_file", required=False, type=click.Path(path_type=Path))
+@click.option("--preset", help="A ladder shipped in tenk/lab/presets/ (by name, without .toml).")
+@click.option("--app", "app", help="Target for every rung: module:attr (overrides [defaults] target).")
+@click.option("--factory/--no-factory", default=None, help="Whether --app is a factory (default: not).")
+@click.option("--mix", help="Mix for every rung: a built-in name or a mix TOML (overrides [defaults] mix).")
+@click.option("--segment", default="", help="Run the i-th of n k6 execution segments (i/n), for several generators.")
+@click.option("--base-url", help="Load a target that is already running there; start no processes.")
+@click.option("--results", "results_root", default="results", show_default=True, type=click.Path(path_type=Path))
+@click.option("--quiet", is_flag=True, help="No live progress.")
+def run(
+    ladder_file: Path | None,
+    preset: str | None,
+    app: str | None,
+    factory: bool | None,
+    mix: str | None,
+    segment: str,
+    base_url: str | None,
+    results_root: Path,
+    quiet: bool,
+) -> None:
+    """Run LADDER.toml (or --preset NAME): every rung, then results.json, report.md and report.html."""
+    from tenk.lab.k6 import k6_binary, parse_segment
+    from tenk.lab.ladder import load_ladder
+    from tenk.lab.progress import QuietProgress, RichProgress
+    from tenk.lab.runner import RunOptions, run_ladder
+    from tenk.lab.wrk import wrk_binary
+
+    if (ladder_file is None) == (preset is None):
+        raise click.UsageError("give a LADDER_FILE or --preset NAME (one of them)")
+    path = ladder_file if ladder_file is not None else PRESET_DIR / f"{preset}.toml"
+    if preset is not None and not path.exists():
+        known = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.toml"))) or "none"
+        raise click.ClickException(f"no preset {preset!r} (known: {known})")
+    overrides: dict[str, Any] = {}
+    if app:
+        overrides["target"] = app
+        overrides["factory"] = bool(factory)
+    elif factory is not None:
+        overrides["factory"] = factory
+    if mix:
+        overrides["mix"] = mix
+    try:
+        if segment:
+            parse_segment(segment)
+        ladder = load_ladder(path, overrides)
+        k6_binary()
+        if any(r.config.engine == "wrk" for r in ladder.rungs) and wrk_binary() is None:
+            raise LabError('a rung uses engine = "wrk" but wrk is not installed (`make system-deps`)')
+        if shutil.which("taskset") is None:
+            raise LabError("taskset (util-linux) is needed to pin the target to its CPUs")
+        console = Console()
+        progress = QuietProgress() if quiet else RichProgress(console)
+        out = run_ladder(
+            ladder, RunOptions(results_root=results_root, segment=segment, base_url=base_url, progress=progress)
+        )
+    except LabError as exc:
+        raise click.ClickException(exc.message) from None
+    except KeyboardInterrupt:
+        raise click.ClickException("interrupted: every process the lab started has been stopped") from None
+    click.echo(f"results: {out}\n  {out / 'report.md'}\n  {out / 'report.html'}")
+    click.echo((out / "report.md").read_text())
+
+
+@lab.command()
+def mixes() -> None:
+    """List the built-in mixes and their endpoints."""
+    from tenk.lab.mixes import builtin_mixes, load_mix
+
+    console = Console()
+    for name in builtin_mixes():
+        mix = load_mix(name)
+        table = Table(title=f"{name}: {mix.description}", title_justify="left")
+        for column in ("endpoint", "kind", "method", "path", "share", "expect"):
+            table.add_column(column)
+        for endpoint in mix.endpoints:
+            table.add_row(
+                endpoint.name,
+                endpoint.kind,
+                endpoint.method,
+                endpoint.path,
+                f"{endpoint.share:.0%}",
+                ",".join(str(c) for c in endpoint.expect),
+            )
+        console.print(table)
+
+
+@lab.command()
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+def compare(a: Path, b: Path) -> None:
+    """Per-rung ratios between two result folders (B/A), and each run's rung-to-rung ratios."""
+    from tenk.lab.compare import compare_rows, load_results
+
+    try:
+        rows = compare_rows(load_results(a), load_results(b))
+    except LabError as exc:
+        raise click.ClickException(exc.message) from None
+    if not rows:
+        raise click.ClickException("no rung labels in common")
+    table = Table(title=f"A = {a}\nB = {b}", title_justify="left")
+    for column in rows[0]:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row.values())
+    Console().print(table)
+
+
+@lab.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("-o", "--out", required=True, type=click.Path(path_type=Path), help="Folder for the merged result.")
+def merge(folders: tuple[Path, ...], out: Path) -> None:
+    """Merge results from `--segment i/n` runs on several generator machines into one."""
+    from tenk.lab.compare import MERGE_NOTE, load_results, write_merged
+
+    try:
+        write_merged([load_results(folder) for folder in folders], out)
+    except LabError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"merged {len(folders)} segments into {out}\n{MERGE_NOTE}")
