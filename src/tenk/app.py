@@ -16,6 +16,8 @@ from tenk.catalog.service import catalog_lifespan
 from tenk.connections import create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
 from tenk.hotpath import HotPathMiddleware, HotRoute
+from tenk.ingest.routes import router as ingest_router
+from tenk.ingest.service import ingest_lifespan
 from tenk.ops.access_log import AccessLogMiddleware
 from tenk.ops.body_limit import BodyLimitMiddleware
 from tenk.ops.health import router as health_router
@@ -25,15 +27,18 @@ from tenk.ops.request_id import RequestIdMiddleware
 from tenk.search.routes import router as search_router
 from tenk.settings import Settings, get_settings
 from tenk.tasks.routes import router as tasks_router
+from tenk.upstream import hot as upstream_hot
+from tenk.upstream import router as upstream_router
+from tenk.upstream import upstream_lifespan
 
 # GET routes served by the pure-ASGI fast lane in front of FastAPI (see tenk.hotpath).
-HOT_ROUTES: list[HotRoute] = [catalog_hot.ROUTE]
+HOT_ROUTES: list[HotRoute] = [catalog_hot.ROUTE, upstream_hot.ROUTE]
 
 DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 # Each domain that owns long-lived state (caches, listeners, clients) opens it here, in this order,
 # after the shared Postgres pool and Redis client exist, and closes it in reverse.
-DOMAIN_LIFESPANS: list[DomainLifespan] = [catalog_lifespan]
+DOMAIN_LIFESPANS: list[DomainLifespan] = [catalog_lifespan, upstream_lifespan, ingest_lifespan]
 
 
 @asynccontextmanager
@@ -78,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(catalog_router)
     app.include_router(tasks_router)
     app.include_router(search_router)
+    app.include_router(upstream_router)
+    app.include_router(ingest_router)
     app.router.routes.append(Route("/metrics", metrics_endpoint, include_in_schema=False))
 
     # Outermost first: the request id exists before anything logs, and metrics time everything inside.

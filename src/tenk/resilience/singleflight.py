@@ -22,6 +22,10 @@ class SingleFlight(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._inflight)
 
+    def __contains__(self, key: K) -> bool:
+        """Is a call for `key` in flight (so `do` would join it)?"""
+        return key in self._inflight
+
     async def do(self, key: K, fn: Callable[[], Awaitable[V]]) -> V:
         future = self._inflight.get(key)
         if future is None:

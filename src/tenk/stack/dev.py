@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -17,7 +18,17 @@ def _tenk(*args: str) -> list[str]:
 
 def helper_commands(settings: Settings) -> list[tuple[str, list[str]]]:
     """The processes besides the API that make the whole system run from one command."""
-    return []
+    # One ingest worker drains POST /events into Postgres; a fixed name replays its pending after a crash.
+    commands: list[tuple[str, list[str]]] = [("ingest worker", _tenk("worker", "--name", "dev-1"))]
+    if "TENK_UPSTREAM_URL" not in os.environ:
+        # No real quotes vendor named: a fast mock one where the service looks by default.
+        from tenk.upstream.settings import UpstreamSettings
+
+        port = UpstreamSettings().url.port or 9100
+        commands.append(
+            ("mock-upstream", _tenk("mock-upstream", "--port", str(port), "--p50-ms", "40", "--p99-ms", "400"))
+        )
+    return commands
 
 
 def run_dev(settings: Settings) -> int:

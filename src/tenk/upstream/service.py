@@ -1,0 +1,171 @@
+"""Quotes from a third-party vendor that may be slow or down, without letting it take the API down.
+
+A request for a symbol goes: memory (TTL cache) -> a call already in flight for the same symbol
+(single-flight) -> the breaker (fail fast while the vendor is known bad) -> the bulkhead (a hard cap on
+calls in flight; full means 503 now, never a queue) -> one shared aiohttp session with a bounded pool
+and a whole-call timeout (504).
+
+aiohttp rather than httpx: httpx's AsyncClient loses much of its throughput under concurrency
+(encode/httpx#3215, still open), and concurrency is the whole point here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+import orjson
+from fastapi import FastAPI
+from prometheus_client import Histogram
+from yarl import URL
+
+from tenk.errors import NotFoundError, UpstreamTimeoutError
+from tenk.ops.metrics import live_gauges
+from tenk.resilience import Bulkhead, BulkheadFullError, CircuitBreaker, CircuitOpenError, Permit, SingleFlight
+from tenk.upstream import metrics
+from tenk.upstream.cache import TtlCache
+from tenk.upstream.errors import UpstreamError
+from tenk.upstream.settings import UpstreamSettings
+
+
+class QuoteService:
+    def __init__(self, session: aiohttp.ClientSession, settings: UpstreamSettings) -> None:
+        self.session = session
+        self.settings = settings
+        self._quotes_url = settings.base_url + "/v1/quotes/"
+        self.cache = TtlCache(settings.cache_max_items, settings.cache_ttl_s)
+        self.flights: SingleFlight[str, bytes] = SingleFlight()
+        self.bulkhead = Bulkhead("upstream", settings.max_inflight)
+        self.breaker = CircuitBreaker(
+            "upstream",
+            failure_ratio=settings.breaker_failure_ratio,
+            window_s=settings.breaker_window_s,
+            min_calls=settings.breaker_min_calls,
+            open_s=settings.breaker_open_s,
+        )
+
+    async def get_quote_json(self, symbol: str) -> bytes:
+        """The quote's JSON bytes. Hot path: a cache hit returns before any await."""
+        cached = self.cache.get(symbol)
+        if cached is not None:
+            metrics.CACHE_HIT.inc()
+            return cached
+        metrics.CACHE_MISS.inc()
+        if symbol in self.flights:
+            metrics.COALESCED.inc()
+        # The call runs in its own task: a caller hanging up does not cancel it for the others.
+        return await self.flights.do(symbol, lambda: self._load(symbol))
+
+    async def _load(self, symbol: str) -> bytes:
+        permit = self.breaker.acquire()
+        if permit is None:
+            metrics.REJECTED_BREAKER.inc()
+            raise CircuitOpenError(self.breaker.name, self.breaker.retry_after_s())
+        try:
+            async with self.bulkhead.slot():
+                body = await self._call(symbol, permit)
+        except BulkheadFullError:
+            # Refused before reaching the vendor: that says nothing about the vendor's health.
+            self.breaker.abandon(permit)
+            metrics.REJECTED_BULKHEAD.inc()
+            raise
+        self.cache.put(symbol, body)
+        return body
+
+    async def _call(self, symbol: str, permit: Permit) -> bytes:
+        started = time.perf_counter()
+        try:
+            # The symbol was validated to [A-Z0-9.], so the URL needs no quoting.
+            async with self.session.get(URL(self._quotes_url + symbol, encoded=True)) as response:
+                status = response.status
+                raw = await response.read()
+        except asyncio.CancelledError:
+            self.breaker.abandon(permit)
+            raise
+        except TimeoutError:
+            self._failed(metrics.LATENCY_TIMEOUT, started, permit)
+            metrics.TIMEOUTS.inc()
+            raise UpstreamTimeoutError(
+                f"the quotes vendor did not answer within {self.settings.timeout_s:g}s"
+            ) from None
+        except (aiohttp.ClientError, OSError):
+            self._failed(metrics.LATENCY_UNREACHABLE, started, permit)
+            raise UpstreamError("the quotes vendor is unreachable", retry_after_s=1.0) from None
+        if status == 200:
+            body = _our_quote(raw)
+            if body is None:
+                self._failed(metrics.LATENCY_ERROR, started, permit)
+                raise UpstreamError("the quotes vendor sent a malformed quote")
+            metrics.LATENCY_OK.observe(time.perf_counter() - started)
+            self.breaker.release(ok=True, permit=permit)
+            return body
+        if status == 404:
+            # A healthy vendor that does not know the symbol.
+            metrics.LATENCY_NOT_FOUND.observe(time.perf_counter() - started)
+            self.breaker.release(ok=True, permit=permit)
+            raise NotFoundError("the quotes vendor has no such symbol", field="path.symbol")
+        self._failed(metrics.LATENCY_ERROR, started, permit)
+        raise UpstreamError(f"the quotes vendor answered {status}", retry_after_s=1.0)
+
+    def _failed(self, histogram: Histogram, started: float, permit: Permit) -> None:
+        histogram.observe(time.perf_counter() - started)
+        self.breaker.release(ok=False, permit=permit)
+
+    def gauges(self) -> list[tuple[dict[str, str], float]]:
+        return [({"breaker": "upstream"}, float(self.breaker.state))]
+
+    def inflight(self) -> list[tuple[dict[str, str], float]]:
+        return [({"dependency": "quotes"}, float(self.bulkhead.inflight))]
+
+
+def _our_quote(raw: bytes) -> bytes | None:
+    """The vendor's body re-issued in our shape, or None if it is not a quote: we don't pass through
+    whatever a third party sends."""
+    try:
+        quote = orjson.loads(raw)
+        return orjson.dumps(
+            {
+                "symbol": str(quote["symbol"]),
+                "price": float(quote["price"]),
+                "currency": str(quote["currency"]),
+                "as_of_ms": int(quote["as_of_ms"]),
+            }
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError):
+        return None
+
+
+def create_session(settings: UpstreamSettings) -> aiohttp.ClientSession:
+    """The one HTTP client for the vendor. Its pool is as large as the bulkhead, so no admitted call
+    waits for a connection, and none beyond it can open one."""
+    connector = aiohttp.TCPConnector(
+        limit=settings.max_inflight,
+        limit_per_host=0,
+        keepalive_timeout=30,
+        ttl_dns_cache=300,
+    )
+    timeout = aiohttp.ClientTimeout(total=settings.timeout_s, connect=settings.connect_timeout_s)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        skip_auto_headers=("User-Agent",),
+    )
+
+
+@asynccontextmanager
+async def upstream_lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings = UpstreamSettings()
+    session = create_session(settings)
+    service = QuoteService(session, settings)
+    app.state.quotes = service
+    live_gauges.add("tenk_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", service.gauges)
+    live_gauges.add("tenk_upstream_inflight", "Upstream calls in flight, by dependency.", service.inflight)
+    try:
+        yield
+    finally:
+        live_gauges.remove("tenk_upstream_inflight", service.inflight)
+        live_gauges.remove("tenk_breaker_state", service.gauges)
+        await session.close()

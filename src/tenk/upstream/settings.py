@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pydantic import AnyHttpUrl, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class UpstreamSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TENK_UPSTREAM_", extra="ignore")
+
+    url: AnyHttpUrl = Field(
+        AnyHttpUrl("http://127.0.0.1:9100"), description="The quotes vendor; `make run` starts a mock there."
+    )
+    timeout_s: float = Field(10.0, gt=0, description="Whole-call budget per upstream call; past it, 504.")
+    connect_timeout_s: float = Field(1.0, gt=0, description="Budget for opening a connection to the vendor.")
+    max_inflight: int = Field(
+        2048,
+        ge=1,
+        description="Upstream calls in flight per process (the bulkhead); more get 503 at once. "
+        "Also the connection pool's size, so no admitted call waits for a connection.",
+    )
+    cache_ttl_s: float = Field(1.0, ge=0, description="How long a quote is served from memory; 0 turns it off.")
+    cache_max_items: int = Field(10_000, ge=1, description="Quotes kept in memory per process.")
+    breaker_failure_ratio: float = Field(0.5, gt=0, le=1, description="Failure share that opens the breaker.")
+    breaker_window_s: float = Field(10.0, gt=0, description="Window the failure share is measured over.")
+    breaker_min_calls: int = Field(20, ge=1, description="Calls in the window before the breaker may open.")
+    breaker_open_s: float = Field(5.0, gt=0, description="How long it stays open before one probe is let through.")
+
+    @property
+    def base_url(self) -> str:
+        return str(self.url).rstrip("/")

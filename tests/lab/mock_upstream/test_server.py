@@ -1,0 +1,164 @@
+"""The `tenk mock-upstream` process, driven over HTTP as the service and the lab drive it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+
+import aiohttp
+import httpx
+import pytest
+
+from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+
+
+@pytest.fixture(scope="module")
+def mock_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockUpstreamProcess]:
+    log = tmp_path_factory.mktemp("mock") / "mock.log"
+    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1) as process:
+        yield process
+
+
+@pytest.fixture
+def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
+    """The module's mock, back at zero delay with fresh counts."""
+    mock_process.set_profile(p50_ms=0, p99_ms=0, error_rate=0, hang_rate=0)
+    mock_process.reset_stats()
+    return mock_process
+
+
+def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> None:
+    response = httpx.get(f"{mock.url}/v1/quotes/AAPL")
+    assert response.status_code == 200
+    quote = response.json()
+    assert quote["symbol"] == "AAPL"
+    assert quote["currency"] == "USD"
+    assert quote["price"] == httpx.get(f"{mock.url}/v1/quotes/AAPL").json()["price"]
+    stats = mock.stats(symbol="AAPL")
+    assert stats["quotes"] == 2
+    assert stats["symbol"] == {"symbol": "AAPL", "quotes": 2}
+    assert stats["answered"] == {"ok": 2}
+    mock.reset_stats()
+    assert mock.stats()["quotes"] == 0
+
+
+def test_unknown_routes_and_methods(mock: MockUpstreamProcess) -> None:
+    assert httpx.get(f"{mock.url}/v2/nothing").status_code == 404
+    assert httpx.post(f"{mock.url}/v1/quotes/AAPL").status_code == 405
+    assert httpx.get(f"{mock.url}/admin/latency").status_code == 405
+
+
+async def _timed_quotes(url: str, count: int, prefix: str) -> list[tuple[int, float]]:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(i: int) -> tuple[int, float]:
+            started = time.perf_counter()
+            async with session.get(f"{url}/v1/quotes/{prefix}{i}") as response:
+                await response.read()
+                return response.status, time.perf_counter() - started
+
+        return await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def test_admin_route_changes_latency_at_run_time_and_stats_show_it(mock: MockUpstreamProcess) -> None:
+    assert mock.set_profile(p50_ms=50, p99_ms=200) == {
+        "p50_ms": 50.0,
+        "p99_ms": 200.0,
+        "error_rate": 0.0,
+        "hang_rate": 0.0,
+    }
+    results = await _timed_quotes(mock.url, 600, "LAT")
+    assert {status for status, _ in results} == {200}
+    latency = mock.stats()["latency_ms"]
+    assert latency["count"] == 600
+    assert 40 <= latency["p50"] <= 65
+    assert 140 <= latency["p99"] <= 320
+    assert sum(count for _, count in latency["histogram"]) == 600
+
+    mock.set_profile(p50_ms=0, p99_ms=0)
+    fast = await _timed_quotes(mock.url, 50, "FAST")
+    assert max(elapsed for _, elapsed in fast) < 0.5
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"p50_ms": -5}, "body.p50_ms"),
+        ({"p50_ms": 10, "p99_ms": 1}, "body.p99_ms"),
+        ({"error_rate": 2}, "body.error_rate"),
+        ({"hang_rate": "often"}, "body.hang_rate"),
+        ({"speed": 1}, "body.speed"),
+        ([1, 2], "body"),
+    ],
+)
+def test_admin_route_refuses_bad_values_naming_the_field(
+    mock: MockUpstreamProcess, body: object, field: str
+) -> None:
+    response = httpx.put(f"{mock.url}/admin/latency", json=body)
+    assert response.status_code == 422
+    assert response.json()["error"]["fields"][0]["field"] == field
+    assert mock.stats()["profile"]["p50_ms"] == 0.0
+
+
+def test_malformed_json_and_malformed_http_get_4xx(mock: MockUpstreamProcess) -> None:
+    response = httpx.put(f"{mock.url}/admin/latency", content=b"{nope")
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "malformed_json"
+    host, port = mock.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 400")
+
+
+def test_error_rate_gives_500s(mock: MockUpstreamProcess) -> None:
+    mock.set_profile(error_rate=1.0)
+    assert httpx.get(f"{mock.url}/v1/quotes/ERR").status_code == 500
+    assert mock.stats()["answered"] == {"error": 1}
+
+
+def test_a_hung_request_is_held_until_the_client_gives_up(mock: MockUpstreamProcess) -> None:
+    mock.set_profile(hang_rate=1.0)
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.get(f"{mock.url}/v1/quotes/HANG", timeout=0.3)
+    deadline = time.monotonic() + 5
+    while mock.stats()["client_gone"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stats = mock.stats()
+    assert stats["client_gone"] == 1
+    assert stats["in_flight"] == 0
+    assert stats["max_in_flight"] == 1
+    assert stats["answered"] == {}
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(mock: MockUpstreamProcess) -> None:
+    mock.set_profile(p50_ms=300, p99_ms=300)
+    host, port = mock.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(
+            b"GET /v1/quotes/SLOW HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    first, second = received.index(b'"symbol":"SLOW"'), received.index(b'{"status":"ok"}')
+    assert first < second
+    assert received.count(b"HTTP/1.1 200 OK") == 2
+
+
+async def test_a_thousand_parked_requests_are_held_then_all_answered(mock: MockUpstreamProcess) -> None:
+    mock.set_profile(p50_ms=1500, p99_ms=1500)
+    task = asyncio.create_task(_timed_quotes(mock.url, 1000, "PARK"))
+    deadline = time.monotonic() + 10
+    peak = 0
+    while time.monotonic() < deadline and not task.done():
+        peak = max(peak, (await asyncio.to_thread(mock.stats))["in_flight"])
+        if peak == 1000:
+            break
+        await asyncio.sleep(0.05)
+    results = await asyncio.wait_for(task, 20)
+    assert peak == 1000
+    assert {status for status, _ in results} == {200}
+    assert mock.stats()["in_flight"] == 0
