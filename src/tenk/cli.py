@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from tenk.lab.cli import lab
 from tenk.settings import Settings, get_settings
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis
 from tenk.stack.redis import Durability
@@ -188,3 +189,5 @@ def mock_upstream(
 
 if __name__ == "__main__":
     main()
+main.add_command(lab)
+
