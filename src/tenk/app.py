@@ -25,6 +25,7 @@ from tenk.ops.logging import configure_logging
 from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
 from tenk.ops.request_id import RequestIdMiddleware
 from tenk.search.routes import router as search_router
+from tenk.search.service import search_lifespan
 from tenk.settings import Settings, get_settings
 from tenk.tasks.routes import router as tasks_router
 from tenk.upstream import hot as upstream_hot
@@ -38,7 +39,7 @@ DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 # Each domain that owns long-lived state (caches, listeners, clients) opens it here, in this order,
 # after the shared Postgres pool and Redis client exist, and closes it in reverse.
-DOMAIN_LIFESPANS: list[DomainLifespan] = [catalog_lifespan, upstream_lifespan, ingest_lifespan]
+DOMAIN_LIFESPANS: list[DomainLifespan] = [catalog_lifespan, search_lifespan, upstream_lifespan, ingest_lifespan]
 
 
 @asynccontextmanager

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class LocalCache:
+class LocalCache(Generic[K]):
     """Not thread-safe, and needn't be: one event loop owns it.
 
     `epoch` counts invalidations. A loader notes it before going to Redis or Postgres and stores
@@ -18,12 +22,12 @@ class LocalCache:
         self.max_items = max_items
         self.ttl_s = ttl_s
         self.epoch = 0
-        self._entries: OrderedDict[int, tuple[float, bytes]] = OrderedDict()
+        self._entries: OrderedDict[K, tuple[float, bytes]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: int) -> bytes | None:
+    def get(self, key: K) -> bytes | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -33,7 +37,7 @@ class LocalCache:
         self._entries.move_to_end(key)
         return entry[1]
 
-    def put(self, key: int, value: bytes, epoch: int, ttl_s: float | None = None) -> None:
+    def put(self, key: K, value: bytes, epoch: int, ttl_s: float | None = None) -> None:
         if epoch != self.epoch:
             return
         self._entries[key] = (time.monotonic() + (ttl_s if ttl_s is not None else self.ttl_s), value)
@@ -41,7 +45,7 @@ class LocalCache:
         if len(self._entries) > self.max_items:
             self._entries.popitem(last=False)
 
-    def invalidate(self, key: int) -> None:
+    def invalidate(self, key: K) -> None:
         self.epoch += 1
         self._entries.pop(key, None)
 

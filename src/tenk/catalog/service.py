@@ -23,9 +23,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from tenk.catalog import keys, metrics, queries
-from tenk.catalog.local_cache import LocalCache
 from tenk.catalog.settings import CatalogSettings
 from tenk.errors import error_body
+from tenk.local_cache import LocalCache
 from tenk.ops.metrics import live_gauges
 from tenk.resilience import Bulkhead, CircuitBreaker, CircuitOpenError, SingleFlight
 
@@ -43,7 +43,7 @@ class CatalogService:
         self.pg = pg
         self.redis = redis
         self.settings = settings
-        self.local = LocalCache(settings.local_max_items, settings.local_ttl_s)
+        self.local: LocalCache[int] = LocalCache(settings.local_max_items, settings.local_ttl_s)
         self.loads: SingleFlight[int, bytes] = SingleFlight()
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
         self.pg_breaker = CircuitBreaker("postgres", failure_ratio=0.5, window_s=5, min_calls=10, open_s=2)

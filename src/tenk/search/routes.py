@@ -2,15 +2,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import asyncpg
-import orjson
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
 from tenk.errors import InvalidInputError
 from tenk.ops.auth import require_reader
-from tenk.search.queries import SEARCH_PRODUCTS
+from tenk.search.service import SearchService
 from tenk.text import PgText
 
 router = APIRouter(tags=["search"])
@@ -45,9 +43,5 @@ async def search(
     query = q.strip()
     if not query:
         raise InvalidInputError("q must contain a word", field="query.q")
-    pool: asyncpg.Pool = request.app.state.pg
-    hits: str = await pool.fetchval(SEARCH_PRODUCTS, query, limit)
-    return Response(
-        b'{"query":' + orjson.dumps(query) + b',"items":' + hits.encode() + b"}",
-        media_type="application/json",
-    )
+    service: SearchService = request.app.state.search
+    return Response(await service.search(query, limit), media_type="application/json")

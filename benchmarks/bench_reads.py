@@ -1,0 +1,269 @@
+"""`make bench-reads`: closed-loop wrk against each read path of one pinned API process.
+
+The API runs on CPU 0 (`taskset -c 0`), wrk on CPU 1, 64 connections, ids spread over the seeded
+range, metrics and request ids on. Each endpoint gets its own server process so that one setting
+changes at a time (the local cache, the Redis cache); a bare ASGI hello-world on the same server, in
+the same run, gives the ceiling. Several rounds; the table shows medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tenk.serving import server_argv
+from tenk.settings import Settings
+from tenk.stack import free_port
+from tenk.stack.seed import _ADJECTIVES, _NOUNS
+
+API_CPU, LOAD_CPU = "0", "1"
+HELLO_APP = "benchmarks.hello:app"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    lua: str
+    env: dict[str, str]
+    target: float | None
+    app: str = "tenk.app:create_app"
+    factory: bool = True
+    warm_lua: str | None = None
+
+
+def _random_path_lua(template: str, values: str) -> str:
+    return (
+        f"local values = {values}\n"
+        "math.randomseed(os.time() + (id or 0))\n"
+        "request = function()\n"
+        f"  return wrk.format('GET', string.format({template!r}, values()))\n"
+        "end\n"
+    )
+
+
+def _id_lua(products: int) -> str:
+    return _random_path_lua("/products/%d", f"function() return math.random(1, {products}) end")
+
+
+def _cases(products: int, cursors: list[str]) -> list[Case]:
+    words = ", ".join(json.dumps(w) for w in (*_ADJECTIVES, *_NOUNS))
+    cursor_list = ", ".join(json.dumps(c) for c in cursors) or '""'
+    every_id = _id_lua(products)
+    # The in-process cache must hold the whole seeded range for every read to be a local hit.
+    whole_range_local = {"TENK_CATALOG_LOCAL_MAX_ITEMS": str(products * 2), "TENK_CATALOG_LOCAL_TTL_S": "600"}
+    return [
+        Case(
+            "hello-world (bare ASGI)",
+            _random_path_lua("/%s", 'function() return "" end'),
+            {},
+            None,
+            app=HELLO_APP,
+            factory=False,
+        ),
+        Case("GET /ping", _random_path_lua("/ping%s", 'function() return "" end'), {}, None),
+        Case("GET /products/{id}, in-process hit", every_id, whole_range_local, 8000, warm_lua=every_id),
+        Case(
+            "GET /products/{id}, Redis hit (local off)",
+            every_id,
+            {"TENK_CATALOG_LOCAL_CACHE": "false"},
+            3500,
+            warm_lua=every_id,
+        ),
+        Case(
+            "GET /products/{id}, Postgres (no cache)",
+            every_id,
+            {"TENK_CATALOG_LOCAL_CACHE": "false", "TENK_CATALOG_REDIS_CACHE": "false"},
+            2000,
+        ),
+        Case(
+            "GET /tasks page of 25",
+            _random_path_lua(
+                "/tasks?limit=25&after=%s", f"function() local c = {{{cursor_list}}} return c[math.random(1, #c)] end"
+            ),
+            {},
+            1500,
+        ),
+        Case(
+            "GET /search?q=",
+            _random_path_lua("/search?q=%s", f"function() local w = {{{words}}} return w[math.random(1, #w)] end"),
+            {},
+            500,
+        ),
+    ]
+
+
+def _wrk(url: str, lua: Path, seconds: int, connections: int) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            LOAD_CPU,
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(lua),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def latency_ms(label: str) -> float:
+        match = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if not match:
+            return float("nan")
+        return float(match.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[match.group(2)]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    total = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, errors.groups())) if errors else 0)
+    return {"rps": rps, "p50_ms": latency_ms("50%"), "p99_ms": latency_ms("99%"), "error_pct": 100 * bad / total}
+
+
+def _start(case: Case, server: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    argv = server_argv(
+        case.app,
+        server,
+        host="127.0.0.1",
+        port=port,
+        workers=1,  # type: ignore[arg-type]
+        factory=case.factory,
+    )
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            ["taskset", "-c", API_CPU, *argv],
+            env={**env, **case.env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(base + ("/" if case.app == HELLO_APP else "/health"), timeout=0.5)
+            return process, base
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"{case.name}: server did not start; see {log}")
+
+
+def _task_cursors(base: str, pages: int) -> list[str]:
+    cursors: list[str] = []
+    after: str | None = None
+    with httpx.Client(base_url=base, timeout=5) as http:
+        for _ in range(pages):
+            page = http.get("/tasks", params={"limit": 25, **({"after": after} if after else {})}).json()
+            after = page["next"]
+            if after is None:
+                break
+            cursors.append(after)
+    return cursors
+
+
+def _hit_ratio(base: str) -> float | None:
+    text = httpx.get(base + "/metrics", timeout=5).text
+    counts = {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(
+            r'tenk_cache_lookups_total\{cache="product",layer="local",result="(hit|miss)"\} ([\d.e+]+)', text
+        )
+    }
+    total = counts.get("hit", 0) + counts.get("miss", 0)
+    return counts.get("hit", 0) / total if total else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--server", action="append", choices=["granian", "uvicorn", "gunicorn"])
+    parser.add_argument("--products", type=int, default=100_000, help="the seeded id range")
+    parser.add_argument("--only", help="run only cases whose name contains this")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+    servers = args.server or [Settings().server]
+
+    env = {k: v for k, v in os.environ.items()}
+    env.setdefault("TENK_LOG_LEVEL", "WARNING")
+    workdir = Path(tempfile.mkdtemp(prefix="tenk-bench-"))
+    cursor_probe, base = _start(Case("cursors", "", {}, None), servers[0], env, workdir / "probe.log")
+    try:
+        cursors = _task_cursors(base, 400)
+    finally:
+        cursor_probe.terminate()
+        cursor_probe.wait(15)
+
+    results: dict[str, dict[str, list[dict[str, float]]]] = {}
+    cases = [c for c in _cases(args.products, cursors) if not args.only or args.only in c.name]
+    for round_number in range(1, args.rounds + 1):
+        for server in servers:
+            for case in cases:
+                lua = workdir / f"{abs(hash(case.name))}.lua"
+                lua.write_text(case.lua)
+                process, base = _start(case, server, env, workdir / f"{server}.log")
+                try:
+                    if case.warm_lua:
+                        _wrk(base, lua, max(4, args.seconds // 2), args.connections)
+                    _wrk(base, lua, 2, args.connections)
+                    figures = _wrk(base, lua, args.seconds, args.connections)
+                    if case.app != HELLO_APP and (ratio := _hit_ratio(base)) is not None:
+                        figures["local_hit_ratio"] = ratio
+                finally:
+                    process.terminate()
+                    process.wait(15)
+                results.setdefault(server, {}).setdefault(case.name, []).append(figures)
+                print(
+                    f"round {round_number} {server:8} {case.name:45} {figures['rps']:>9.0f} rps "
+                    f"p50 {figures['p50_ms']:.2f} ms p99 {figures['p99_ms']:.2f} ms",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    for server, by_case in results.items():
+        hello = statistics.median(r["rps"] for r in by_case.get("hello-world (bare ASGI)", [{"rps": float("nan")}]))
+        print(
+            f"\n### {server}, one API process on CPU {API_CPU}, wrk on CPU {LOAD_CPU}, {args.connections} "
+            f"connections, {args.seconds}s x {args.rounds} rounds (medians)\n"
+        )
+        print("| endpoint | RPS | p50 ms | p99 ms | errors % | × hello-world | target |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        for case in cases:
+            runs = by_case[case.name]
+            rps = statistics.median(r["rps"] for r in runs)
+            row = [
+                case.name,
+                f"{rps:,.0f}",
+                f"{statistics.median(r['p50_ms'] for r in runs):.2f}",
+                f"{statistics.median(r['p99_ms'] for r in runs):.2f}",
+                f"{statistics.median(r['error_pct'] for r in runs):.2f}",
+                f"{rps / hello:.2f}",
+                f"≥ {case.target:,.0f} RPS, p99 < 50 ms" if case.target else "",
+            ]
+            print("| " + " | ".join(row) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
