@@ -40,13 +40,18 @@ system-deps:
 test: sync-dev system-deps lint typecheck pytest
 
 lint: sync-dev
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests benchmarks
 
 typecheck: sync-dev
 	$(BIN)/mypy
 
 pytest: sync-dev
 	$(BIN)/pytest
+
+## Closed-loop wrk per read path, API pinned to CPU 0, wrk on CPU 1 (needs `tenk up` data; starts it).
+bench-reads: sync system-deps
+	$(BIN)/tenk up
+	$(BIN)/python -m benchmarks.bench_reads $(BENCH_ARGS)
 
 clean:
 	rm -rf .tenk/tools $(VENV) .pytest_cache .mypy_cache .ruff_cache
