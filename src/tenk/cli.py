@@ -152,12 +152,32 @@ def serve(server: str | None, workers: int | None, host: str | None, port: int |
     exec_server(argv)
 
 
+@main.command("settings")
+def settings_command() -> None:
+    """Print every TENK_* setting with its default, as a Markdown table."""
+    from tenk.settings_doc import markdown_table
+
+    click.echo(markdown_table())
+
+
 @main.command()
 def dev() -> None:
     """`make run`: the stack, the API, and its helpers, until Ctrl-C."""
     from tenk.stack.dev import run_dev
 
     sys.exit(run_dev(_settings()))
+
+
+@main.command()
+@click.option("--name", default=None, help="Consumer name; reuse it after a crash to replay its pending events.")
+def worker(name: str | None) -> None:
+    """Write accepted events from the Redis stream to Postgres (one consumer; run several for more)."""
+    from tenk.ingest.worker import run_worker
+    from tenk.ops.logging import configure_logging
+
+    settings = _settings()
+    configure_logging(settings.log_level)
+    run_worker(settings, name)
 
 
 @main.command("mock-upstream")
@@ -187,7 +207,7 @@ def mock_upstream(
     run(host, port, profile, seed, ready)
 
 
-if __name__ == "__main__":
-    main()
 main.add_command(lab)
 
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""A real mock-upstream process, and in-process tenk apps pointed at it with chosen upstream knobs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import httpx
+import pytest
+
+from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+from tenk.settings import Settings
+from tests.conftest import Stack
+
+QuotesClient = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture(scope="module")
+def mock_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockUpstreamProcess]:
+    log = tmp_path_factory.mktemp("mock") / "mock.log"
+    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1) as process:
+        yield process
+
+
+@pytest.fixture
+def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
+    """The module's mock vendor, back at zero delay with fresh counts."""
+    mock_process.set_profile(p50_ms=0, p99_ms=0, error_rate=0, hang_rate=0)
+    mock_process.reset_stats()
+    return mock_process
+
+
+@pytest.fixture
+def quotes_client(
+    stack: Stack,
+    mock: MockUpstreamProcess,
+    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+) -> QuotesClient:
+    """`async with quotes_client(TIMEOUT_S="0.2") as client:` an app whose TENK_UPSTREAM_* are set so."""
+
+    @asynccontextmanager
+    async def open_client(**upstream_env: str) -> AsyncIterator[httpx.AsyncClient]:
+        env = {"TENK_UPSTREAM_URL": mock.url} | {f"TENK_UPSTREAM_{k}": v for k, v in upstream_env.items()}
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            # The lifespan reads UpstreamSettings from the environment when it starts.
+            async for client in app_client_factory(stack.settings()):
+                yield client
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    return open_client

@@ -1,0 +1,60 @@
+"""The quotes breaker against a real failing, then recovering, vendor."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from tenk.lab.mock_upstream import MockUpstreamProcess
+from tests.upstream.conftest import QuotesClient
+
+BREAKER_KNOBS = {"BREAKER_MIN_CALLS": "4", "BREAKER_OPEN_S": "1", "BREAKER_WINDOW_S": "30", "CACHE_TTL_S": "0"}
+
+
+def _breaker_state(metrics: str) -> float:
+    match = re.search(r'^tenk_breaker_state\{breaker="upstream"\} (\S+)$', metrics, re.MULTILINE)
+    assert match is not None, "no upstream breaker gauge"
+    return float(match.group(1))
+
+
+async def test_the_breaker_opens_half_opens_with_a_single_probe_and_closes(
+    quotes_client: QuotesClient, mock: MockUpstreamProcess
+) -> None:
+    mock.set_profile(error_rate=1.0)
+    async with quotes_client(**BREAKER_KNOBS) as client:
+        for i in range(4):
+            assert (await client.get(f"/quotes/FAIL{i}")).status_code == 502
+
+        # Open: answered at once, and the vendor is not called.
+        opened = await client.get("/quotes/FAIL9")
+        assert opened.status_code == 503
+        assert opened.json()["error"]["code"] == "circuit_open"
+        assert int(opened.headers["retry-after"]) >= 1
+        assert mock.stats()["quotes"] == 4
+        assert _breaker_state((await client.get("/metrics")).text) == 1
+
+        # After the cool-down one probe goes; the vendor still fails, so the breaker opens again.
+        await asyncio.sleep(1.1)
+        assert (await client.get("/quotes/PROBE1")).status_code == 502
+        assert (await client.get("/quotes/PROBE2")).status_code == 503
+        assert mock.stats()["quotes"] == 5
+
+        # The vendor recovers, slowly: exactly one probe is let through while everyone else fails fast.
+        mock.set_profile(error_rate=0, p50_ms=800, p99_ms=800)
+        await asyncio.sleep(1.1)
+        probe = asyncio.create_task(client.get("/quotes/PROBE3"))
+        await asyncio.sleep(0.2)
+        assert _breaker_state((await client.get("/metrics")).text) == 2
+        waiting = await asyncio.gather(*(client.get(f"/quotes/WAIT{i}") for i in range(50)))
+        assert {r.status_code for r in waiting} == {503}
+        assert (await probe).status_code == 200
+        assert mock.stats()["quotes"] == 6
+
+        # Closed: calls flow again.
+        mock.set_profile(p50_ms=0, p99_ms=0)
+        after = await asyncio.gather(*(client.get(f"/quotes/OK{i}") for i in range(10)))
+        assert {r.status_code for r in after} == {200}
+        metrics = (await client.get("/metrics")).text
+    assert _breaker_state(metrics) == 0
+    assert mock.stats()["quotes"] == 16
+    assert 'tenk_upstream_rejections_total{reason="breaker"}' in metrics
