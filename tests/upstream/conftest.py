@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -56,3 +57,14 @@ def quotes_client(
                     os.environ[name] = value
 
     return open_client
+
+
+async def wait_until_parked(mock: MockUpstreamProcess, count: int, timeout_s: float = 10.0) -> int:
+    """Wait until the vendor holds at least `count` requests; return how many it holds."""
+    held = 0
+    for _ in range(int(timeout_s / 0.05)):
+        held = (await asyncio.to_thread(mock.stats))["in_flight"]
+        if held >= count:
+            return int(held)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the vendor holds {held} requests, not {count}, after {timeout_s}s")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tenk.lab.mock_upstream import MockUpstreamProcess
-from tests.upstream.conftest import QuotesClient
+from tests.upstream.conftest import QuotesClient, wait_until_parked
 
 
 async def test_a_quote_comes_from_the_vendor_in_our_shape(
@@ -57,9 +57,7 @@ async def test_a_full_bulkhead_gives_503_with_retry_after_at_once(
     mock.set_profile(p50_ms=1500, p99_ms=1500)
     async with quotes_client(MAX_INFLIGHT="3") as client:
         parked = [asyncio.create_task(client.get(f"/quotes/PARK{i}")) for i in range(3)]
-        deadline = time.monotonic() + 5
-        while (await asyncio.to_thread(mock.stats))["in_flight"] < 3 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await wait_until_parked(mock, 3)
         inflight_gauge = (await client.get("/metrics")).text
         started = time.perf_counter()
         rejected = await client.get("/quotes/ONEMORE")

@@ -93,9 +93,7 @@ async def test_admin_route_changes_latency_at_run_time_and_stats_show_it(mock: M
         ([1, 2], "body"),
     ],
 )
-def test_admin_route_refuses_bad_values_naming_the_field(
-    mock: MockUpstreamProcess, body: object, field: str
-) -> None:
+def test_admin_route_refuses_bad_values_naming_the_field(mock: MockUpstreamProcess, body: object, field: str) -> None:
     response = httpx.put(f"{mock.url}/admin/latency", json=body)
     assert response.status_code == 422
     assert response.json()["error"]["fields"][0]["field"] == field
