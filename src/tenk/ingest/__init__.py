@@ -1,0 +1,1 @@
+"""Write-behind ingestion: events through a Redis Stream into Postgres (see `worker.py` for the flush order)."""

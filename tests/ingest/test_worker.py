@@ -1,0 +1,157 @@
+"""`tenk worker` against the real stack: events land once, bad ones are set aside, and nothing waits on a read."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+from redis.asyncio import Redis
+
+from tenk.ingest import codec, keys
+from tests.conftest import AUTH, Stack
+from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+
+
+async def _rows(stack: Stack, source: str) -> int:
+    return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source)
+
+
+async def test_accepted_events_are_written_and_read_back(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    spawn_worker(stack, "w-readback")
+    events = [event("wk-read", str(uuid.uuid4()), i=i) for i in range(7)]
+    assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
+
+    async def landed() -> bool:
+        return await _rows(stack, "wk-read") == 7
+
+    await eventually(landed, 15, "7 rows")
+    one = (await client.get(f"/events/{events[3]['event_id']}")).json()
+    assert one["payload"] == {"i": 3}
+    assert one["ts"].startswith("2026-01-02T03:04:05.123456")
+
+    seen: list[str] = []
+    url = "/sources/wk-read/events?limit=3"
+    while url:
+        page = (await client.get(url)).json()
+        seen += [item["event_id"] for item in page["items"]]
+        url = f"/sources/wk-read/events?limit=3&after={page['next']}" if page["next"] else ""
+    assert sorted(seen) == sorted(str(e["event_id"]) for e in events)
+
+
+async def test_the_same_ids_posted_twice_leave_one_row_each(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    spawn_worker(stack, "w-dupes")
+    events = [event("wk-dupes", str(uuid.uuid4()), i=i) for i in range(50)]
+    for _ in range(2):
+        assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
+    # And once more inside a single batch.
+    assert (await client.post("/events/batch", json=events[:10] * 2, headers=AUTH)).status_code == 202
+
+    async def drained() -> bool:
+        stats = (await client.get("/ingest/stats")).json()
+        return stats["backlog"] == 0 and await _rows(stack, "wk-dupes") == 50
+
+    await eventually(drained, 15, "the backlog to drain")
+    dead = await count_rows(stack.pg.url, "SELECT count(*) FROM ingest_dead_letters WHERE entry LIKE '%wk-dupes%'")
+    assert dead == 0
+
+
+async def test_a_poison_event_goes_to_the_dead_letter_table_and_the_rest_land(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    # The API refuses what Postgres would; a poison entry comes from a producer that skipped it.
+    good = [codec.parse_one(orjson_event(i))[0] for i in range(20)]
+    poison_id = str(uuid.uuid4())
+    poison = b"\t".join([poison_id.encode(), b"wk-poison", b"2026-01-01T00:00:00+00:00", b"0", b'{"a":"\\u0000"}'])
+    redis = Redis.from_url(stack.redis.url)
+    try:
+        await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, *good[:10], poison, *good[10:])
+    finally:
+        await redis.aclose()
+    spawn_worker(stack, "w-poison")
+
+    async def landed() -> bool:
+        return await _rows(stack, "wk-poison") == 20
+
+    await eventually(landed, 15, "the 20 good rows")
+    reason = await eventually(lambda: fetch_reason(stack, poison_id), 5, "the poison event in the dead-letter table")
+    assert "unsupported Unicode escape" in reason or "\\u0000" in reason
+    assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = $1", uuid.UUID(poison_id)) == 0
+    stats = (await client.get("/ingest/stats")).json()
+    assert stats["dead_letters"] >= 1
+
+
+def orjson_event(i: int) -> bytes:
+    import orjson
+
+    return orjson.dumps(event("wk-poison", str(uuid.uuid4()), i=i))
+
+
+async def fetch_reason(stack: Stack, event_id: str) -> str | None:
+    import asyncpg
+
+    conn = await asyncpg.connect(stack.pg.url)
+    try:
+        reason: str | None = await conn.fetchval("SELECT reason FROM ingest_dead_letters WHERE event_id = $1", event_id)
+        return reason
+    finally:
+        await conn.close()
+
+
+async def test_the_flush_timer_fires_while_a_read_is_blocked(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    # A read blocks for 20 s and a batch needs 10,000 events: only the timer can flush these three.
+    spawn_worker(stack, "w-timer", TENK_INGEST_BLOCK_MS="20000", TENK_INGEST_BATCH="10000", TENK_INGEST_FLUSH_MS="200")
+    await eventually(lambda: _consumer_exists("w-timer", stack), 10, "the worker to join the group")
+    await _until_blocked()
+    sent = time.monotonic()
+    events = [event("wk-timer", str(uuid.uuid4())) for _ in range(3)]
+    assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
+
+    async def landed() -> bool:
+        return await _rows(stack, "wk-timer") == 3
+
+    await eventually(landed, 10, "3 rows")
+    assert time.monotonic() - sent < 5
+
+
+async def _until_blocked() -> None:
+    import asyncio
+
+    # Give the worker's first XREADGROUP time to reach Redis and block.
+    await asyncio.sleep(0.5)
+
+
+async def _consumer_exists(name: str, stack: Stack) -> bool:
+    redis = Redis.from_url(stack.redis.url)
+    try:
+        consumers = await redis.xinfo_consumers(keys.STREAM, keys.GROUP)
+        return any(c["name"] in (name, name.encode()) for c in consumers)
+    finally:
+        await redis.aclose()
+
+
+async def test_sigterm_flushes_what_the_worker_holds(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    # Neither the batch size nor the timer would flush within the test: only the shutdown can.
+    worker = spawn_worker(
+        stack, "w-sigterm", TENK_INGEST_BATCH="10000", TENK_INGEST_FLUSH_MS="600000", TENK_INGEST_BLOCK_MS="100"
+    )
+    await eventually(lambda: _consumer_exists("w-sigterm", stack), 10, "the worker to join the group")
+    events = [event("wk-sigterm", str(uuid.uuid4())) for _ in range(25)]
+    assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
+
+    async def held() -> bool:
+        return (await client.get("/ingest/stats")).json()["lag"] == 0
+
+    await eventually(held, 10, "the worker to read the events")
+    assert await _rows(stack, "wk-sigterm") == 0
+    assert worker.terminate() == 0, worker.log_tail()
+    assert await _rows(stack, "wk-sigterm") == 25
+    assert (await client.get("/ingest/stats")).json()["pending"] == 0
