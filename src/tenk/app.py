@@ -18,7 +18,6 @@ from tenk.errors import install_error_handlers
 from tenk.hotpath import HotPathMiddleware, HotRoute
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
-from tenk.ops.access_log import AccessLogMiddleware
 from tenk.ops.body_limit import BodyLimitMiddleware
 from tenk.ops.health import router as health_router
 from tenk.ops.logging import configure_logging
@@ -90,9 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # Outermost first: the request id exists before anything logs, and metrics time everything inside.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
-    if settings.access_log:
-        app.add_middleware(AccessLogMiddleware)
-    app.add_middleware(MetricsMiddleware)
+    app.add_middleware(MetricsMiddleware, access_log=settings.access_log)
     app.add_middleware(RequestIdMiddleware)
     # Reads that need auth or an access-log line take the full path; the fast lane does neither.
     if not (settings.auth_reads or settings.access_log):

@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from tenk.text import PgText
+from tenk.models import PatchModel, PgText
 
 Sku = Annotated[PgText, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")]
 Name = Annotated[PgText, Field(min_length=1, max_length=200)]
@@ -24,23 +24,12 @@ class ProductIn(BaseModel):
     stock: Stock = 0
 
 
-class ProductPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ProductPatch(PatchModel):
     sku: Sku | None = None
     name: Name | None = None
     description: Description | None = None
     price_cents: PriceCents | None = None
     stock: Stock | None = None
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> ProductPatch:
-        if not self.model_fields_set:
-            raise ValueError("a patch must set at least one field")
-        for name in self.model_fields_set:
-            if getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
-        return self
 
 
 class Product(BaseModel):

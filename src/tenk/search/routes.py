@@ -7,9 +7,9 @@ from pydantic import BaseModel
 from starlette.responses import Response
 
 from tenk.errors import InvalidInputError
+from tenk.models import PgText
 from tenk.ops.auth import require_reader
 from tenk.search.service import SearchService
-from tenk.text import PgText
 
 router = APIRouter(tags=["search"])
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from tenk.text import PgText
+from tenk.models import PatchModel, PgText
 
 Title = Annotated[PgText, Field(min_length=1, max_length=200)]
 Notes = Annotated[PgText, Field(max_length=4000)]
@@ -19,21 +19,10 @@ class TaskIn(BaseModel):
     done: bool = False
 
 
-class TaskPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TaskPatch(PatchModel):
     title: Title | None = None
     notes: Notes | None = None
     done: bool | None = None
-
-    @model_validator(mode="after")
-    def _not_empty(self) -> TaskPatch:
-        if not self.model_fields_set:
-            raise ValueError("a patch must set at least one field")
-        for name in self.model_fields_set:
-            if getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
-        return self
 
 
 class Task(BaseModel):

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenk.text import PgText
+from tenk.models import PgText
 
 
 class EventIn(BaseModel):

@@ -8,9 +8,10 @@ from fastapi import Path, Query
 from pydantic import BaseModel
 
 from tenk.catalog.schemas import Product, ProductIn
+from tenk.models import PgText
 from tenk.search.routes import SearchHit, SearchResults
 from tenk.tasks.schemas import Task, TaskIn
-from tenk.text import PgText
+from tenk.upstream.schemas import SYMBOL_PATTERN, Quote
 
 __all__ = [
     "After",
@@ -37,7 +38,7 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 After = Annotated[str | None, Query(max_length=512)]
 SearchQuery = Annotated[PgText, Query(min_length=1, max_length=200)]
 SearchLimit = Annotated[int, Query(ge=1, le=50)]
-Symbol = Annotated[str, Path(min_length=1, max_length=16, pattern=r"^[A-Za-z0-9.\-]+$")]
+Symbol = Annotated[str, Path(min_length=1, max_length=12, pattern=SYMBOL_PATTERN)]
 
 
 class ProductPage(BaseModel):
@@ -48,12 +49,3 @@ class ProductPage(BaseModel):
 class TaskPage(BaseModel):
     items: list[Task]
     next: str | None = None
-
-
-class Quote(BaseModel):
-    """The vendor's quote, validated field by field as the naive client did."""
-
-    symbol: str
-    price: float
-    currency: str
-    as_of_ms: int
