@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from tenk.settings import Settings
-from tests.conftest import Stack
+from tests.conftest import AUTH, Stack
 
 
 async def test_ready_reports_each_dependency(client: httpx.AsyncClient) -> None:
@@ -39,3 +39,20 @@ async def test_redis_down_makes_ready_degraded_not_down(
         assert ready.status_code == 200
         assert ready.json()["status"] == "degraded"
         assert ready.json()["checks"]["redis"]["ok"] is False
+
+
+async def test_postgres_down_is_503_with_retry_after_for_uncached_reads_and_writes(
+    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(private_stack.settings()):
+        assert (await client.get("/products/9")).status_code == 200
+        private_stack.pg.stop()
+        assert (await client.get("/products/9")).status_code == 200, "a cached product stays readable"
+        for response in (
+            await client.get("/products/10"),
+            await client.get("/tasks"),
+            await client.post("/tasks", json={"title": "x"}, headers=AUTH),
+        ):
+            assert response.status_code == 503, response.text
+            assert int(response.headers["retry-after"]) >= 1
+            assert response.json()["error"]["code"] in ("database_unavailable", "circuit_open")
