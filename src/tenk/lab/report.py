@@ -47,7 +47,7 @@ def rung_rows(results: dict[str, Any]) -> list[dict[str, str]]:
         value = metric_value(rung, metric)
         previous = metric_value(rungs[i - 1], metric) if i else None
         first = metric_value(rungs[0], metric)
-        delta = "-" if previous in (None, 0) else f"{(value - previous) / previous:+.1%}"  # type: ignore[operator]
+        delta = "-" if not previous else f"{(value - previous) / previous:+.1%}"
         times_first = "-" if not first else f"{value / first:.2f}x"
         marks = []
         if rung.get("multi_variable"):

@@ -1,0 +1,129 @@
+"""Capacity search against a target whose limit is known: 2 slots held 20 ms each = 100 req/s."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tenk.lab.capacity import SearchPlan
+from tenk.lab.ladder import load_ladder
+from tenk.lab.runner import RunOptions, run_ladder
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def mix_file(tmp_path: Path) -> Path:
+    path = tmp_path / "work.toml"
+    path.write_text('name = "work"\n[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\n')
+    return path
+
+
+def lab_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def children_named(fragment: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if any(fragment in part for part in proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_capacity_search_finds_the_known_limit(tmp_path: Path) -> None:
+    mix_file(tmp_path)
+    ladder_path = tmp_path / "capacity.toml"
+    ladder_path.write_text(
+        """
+name = "semaphore"
+[defaults]
+target = "tests.lab.semaphore_app:app"
+server = "uvicorn"
+mix = "work.toml"
+capacity = true
+slo_p99_ms = 100
+start_rate = 25
+step_s = 3
+capacity_budget_s = 45
+warmup_s = 1
+[defaults.env]
+SEM_PERMITS = "2"
+SEM_SLEEP_MS = "20"
+[[rung]]
+label = "two slots"
+"""
+    )
+    out = run_ladder(load_ladder(ladder_path), RunOptions(results_root=tmp_path / "results", base_env=lab_env()))
+    rung = json.loads((out / "rung-01.json").read_text())
+    search = rung["capacity"]
+    assert 60 <= search["capacity"] <= 105, search
+    assert any(not step["passed"] and step["rate"] > 100 for step in search["steps"])
+    assert any(reason.startswith("p99") for reason in search["limited_by"]), search["limited_by"]
+    assert not search["generator_limited"]
+    # Ramp first, then bisection: the rates double until the first failure.
+    rates = [step["rate"] for step in search["steps"]]
+    assert rates[:3] == [25, 50, 100]
+    budget = SearchPlan(slo_p99_ms=100, start_rate=25, step_s=3, budget_s=45)
+    assert len(rates) <= budget.max_steps
+    assert f"at most {budget.max_steps} steps" in search["plan"]  # the bound is stated before the first step
+    assert rung["server"]["cpu_cores_mean"] >= 0
+    assert rung["server"]["rss_mb_max"] > 10
+    assert children_named("semaphore_app") == []
+
+
+@pytest.mark.slow
+def test_fixed_rate_ladder_writes_every_output_and_stops_its_processes(tmp_path: Path) -> None:
+    mix_file(tmp_path)
+    ladder_path = tmp_path / "slots.toml"
+    ladder_path.write_text(
+        """
+name = "slots"
+description = "one slot, then four"
+[defaults]
+target = "tests.lab.semaphore_app:app"
+server = "uvicorn"
+mix = "work.toml"
+rate = 80
+duration_s = 3
+warmup_s = 0
+[defaults.env]
+SEM_PERMITS = "1"
+SEM_SLEEP_MS = "20"
+[[rung]]
+label = "one slot"
+[[rung]]
+label = "four slots"
+[rung.env]
+SEM_PERMITS = "4"
+[[claim]]
+text = "four slots cut the tail 10x"
+source = "test"
+from_rung = "one slot"
+to_rung = "four slots"
+metric = "p99_ms"
+claimed_ratio = 10
+"""
+    )
+    out = run_ladder(load_ladder(ladder_path), RunOptions(results_root=tmp_path / "results", base_env=lab_env()))
+    assert out.name.startswith("slots-")
+    for name in ("rung-01.json", "rung-02.json", "results.json", "report.md", "report.html"):
+        assert (out / name).exists(), name
+    results = json.loads((out / "results.json").read_text())
+    one, four = results["rungs"]
+    # 80 req/s offered to a 50 req/s target queues without bound; four slots (200 req/s) keep up.
+    assert one["figures"]["p99_ms"] > 3 * four["figures"]["p99_ms"]
+    assert four["verdict"]["slo_met"]
+    assert four["changes"] == ["env.SEM_PERMITS: 1 -> 4"]
+    report = (out / "report.md").read_text()
+    assert "env.SEM_PERMITS: 1 -> 4" in report
+    assert "four slots cut the tail 10x" in report
+    assert "k6" in (out / "rung-01" / "generator.log").read_text()
+    assert children_named("semaphore_app") == []

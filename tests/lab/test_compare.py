@@ -1,0 +1,67 @@
+"""Merging segment results: counts and rates add up exactly, percentiles are estimates with bounds."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tenk.lab.compare import compare_rows, merge_results
+from tenk.lab.errors import LabError
+
+
+def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0) -> dict[str, Any]:
+    return {
+        "engine": "k6", "offered_rps": 1000.0, "duration_s": 10.0, "requests": requests, "rps": rps,
+        "p50_ms": p99 / 4, "p95_ms": p99 / 2, "p99_ms": p99, "max_ms": p99 * 2, "errors": errors,
+        "error_rate": errors / requests, "dropped": dropped, "generator_cpu_s": 1.0, "generator_cores_used": 0.1,
+        "generator_util": 0.1, "generator_cores": 1, "generator_bound": dropped > 0,
+        "generator_reasons": [], "segment": "",
+        "endpoints": {"a": {"requests": requests, "share": 1.0, "expected_share": 1.0, "p50_ms": 1.0,
+                            "p99_ms": p99, "error_rate": errors / requests}},
+    }  # fmt: skip
+
+
+def result(label_values: list[tuple[str, dict[str, Any]]], segment: str = "") -> dict[str, Any]:
+    rungs = [
+        {
+            "index": i, "label": label, "changed": "x", "changes": [], "multi_variable": False, "mode": "rate",
+            "value": f["rps"], "figures": f, "server": {}, "capacity": None, "config": {"slo_p99_ms": 100},
+            "verdict": {"server_figure": True, "generator_bound": False, "slo_met": True, "notes": []},
+        }
+        for i, (label, f) in enumerate(label_values)
+    ]  # fmt: skip
+    return {"ladder": "l", "created": "now", "segment": segment, "claims": [], "rungs": rungs}
+
+
+def test_merged_counts_are_sums_and_percentiles_carry_bounds() -> None:
+    a = result([("r", figures(5000, 5, 500.0, 20.0))], "1/2")
+    b = result([("r", figures(3000, 9, 300.0, 40.0, dropped=2))], "2/2")
+    merged = merge_results([a, b])["rungs"][0]["figures"]
+    assert merged["requests"] == 8000
+    assert merged["errors"] == 14
+    assert merged["dropped"] == 2
+    assert merged["rps"] == 800.0
+    assert merged["error_rate"] == pytest.approx(14 / 8000)
+    assert merged["max_ms"] == 80.0
+    assert merged["p99_ms"] == pytest.approx((20 * 5000 + 40 * 3000) / 8000)
+    assert merged["p99_bounds_ms"] == [20.0, 40.0]
+    assert merged["generator_bound"]  # one segment dropped iterations: the whole run is flagged
+    assert merged["endpoints"]["a"]["requests"] == 8000
+
+
+def test_segments_of_different_ladders_are_not_merged() -> None:
+    a = result([("r", figures(10, 0, 1.0, 1.0))])
+    b = copy.deepcopy(a)
+    b["ladder"] = "other"
+    with pytest.raises(LabError):
+        merge_results([a, b])
+
+
+def test_compare_gives_per_rung_and_rung_to_rung_ratios() -> None:
+    a = result([("on", figures(1000, 0, 1000.0, 10.0)), ("off", figures(1000, 0, 500.0, 10.0))])
+    b = result([("on", figures(1000, 0, 1100.0, 10.0)), ("off", figures(1000, 0, 605.0, 10.0))])
+    first, second = compare_rows(a, b)
+    assert first["B/A"] == "1.100"
+    assert (second["A step"], second["B step"], second["step diff"]) == ("0.500x", "0.550x", "+10.0%")

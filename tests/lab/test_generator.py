@@ -1,0 +1,72 @@
+"""Generator cost is measured on every run, and a run the generator could not keep up with is flagged."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tenk.lab.capacity import step_failures
+from tenk.lab.generator import GeneratorCost, generator_verdict, run_measured
+from tenk.lab.k6 import run_k6
+from tenk.lab.ladder import RungConfig
+from tenk.lab.mixes import load_mix
+from tenk.lab.processes import ProcessSet, start_target
+
+REPO = Path(__file__).resolve().parents[2]
+BUSY = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
+
+
+def test_more_than_80_percent_of_the_generator_cores_is_generator_bound() -> None:
+    assert generator_verdict(GeneratorCost(cpu_s=8.5, wall_s=10, cores=1, peak_rss_mb=50), dropped=0)
+    assert not generator_verdict(GeneratorCost(cpu_s=8.5, wall_s=10, cores=2, peak_rss_mb=50), dropped=0)
+    assert generator_verdict(GeneratorCost(cpu_s=1, wall_s=10, cores=1, peak_rss_mb=50), dropped=3) == [
+        "3 iterations dropped: k6 could not start them on schedule (VUs or CPU exhausted)"
+    ]
+
+
+def test_generator_cpu_is_measured_from_the_kernel_children_included(tmp_path: Path) -> None:
+    # The child burns 0.6 s and starts a grandchild that burns another 0.6 s.
+    script = BUSY.format(s=0.6) + "import subprocess, sys\n"
+    script += f"subprocess.run([sys.executable, '-c', {BUSY.format(s=0.6)!r}], check=True)\n"
+    code, cost = run_measured(
+        [sys.executable, "-c", script], cpus=None, env=dict(os.environ), log=tmp_path / "gen.log", timeout_s=30
+    )
+    assert code == 0
+    assert 1.15 <= cost.cpu_s <= cost.wall_s * cost.cores + 0.1
+    assert cost.cores == len(os.sched_getaffinity(0))
+
+
+@pytest.fixture
+def one_slot_target(tmp_path: Path) -> Iterator[str]:
+    processes = ProcessSet(tmp_path / "logs")
+    config = RungConfig(
+        target="tests.lab.semaphore_app:app", factory=False, server="uvicorn", cpus="0", mix="ping",
+        env={"SEM_PERMITS": "1", "SEM_SLEEP_MS": "20"},
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), **config.env}
+    try:
+        _, base_url = start_target(processes, config, env)
+        yield base_url
+    finally:
+        processes.stop_all()
+
+
+def test_dropped_iterations_mark_the_run_generator_bound(tmp_path: Path, one_slot_target: str) -> None:
+    # A VU pool sized for 1 ms answers (slo_ms=1) meets a 50 req/s target at 300 req/s: k6 runs out
+    # of VUs and drops arrivals, so the load it reports is not the load that was asked for.
+    mix_path = tmp_path / "tight.toml"
+    mix_path.write_text(
+        '[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\nworst_latency_ms = 1\ntimeout_ms = 1000\n'
+    )
+    figures, _ = run_k6(
+        load_mix(str(mix_path)), rate=300, duration_s=2, slo_ms=1, base_url=one_slot_target, api_key="",
+        run_id="drop", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+    )  # fmt: skip
+    assert figures.dropped > 100
+    assert figures.generator_bound
+    assert any("iterations dropped" in reason for reason in figures.generator_reasons)
+    assert any("iterations dropped" in reason for reason in step_failures(figures, 1000))

@@ -1,0 +1,89 @@
+"""Mixes: parsed with precise errors, and turned into k6 scripts whose scenario rates keep the weights."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tenk.lab.errors import ConfigError
+from tenk.lab.k6 import k6_binary, segment_args
+from tenk.lab.k6script import k6_script, plan
+from tenk.lab.mixes import builtin_mixes, load_mix
+from tenk.lab.wrk import wrk_script
+
+
+def test_the_builtin_mixes_are_there_and_the_realistic_one_has_every_kind() -> None:
+    assert {"realistic", "ping", "product", "tasks-list", "search", "ingest", "quotes"} <= set(builtin_mixes())
+    realistic = load_mix("realistic")
+    assert {e.kind for e in realistic.endpoints} == {"light", "cached", "db", "write", "external", "search", "ingest"}
+    assert sum(e.share for e in realistic.endpoints) == pytest.approx(1.0)
+    assert realistic.needs_upstream
+    assert not load_mix("product").needs_upstream
+
+
+def test_each_endpoint_gets_a_constant_arrival_rate_scenario_at_rate_times_weight() -> None:
+    mix = load_mix("realistic")
+    script = k6_script(mix, rate=300, duration_s=10, slo_ms=100)
+    options = json.loads(script.split("export const options = ", 1)[1].split(";\n", 1)[0])
+    scenarios = options["scenarios"]
+    assert set(scenarios) == {e.name for e in mix.endpoints}
+    for endpoint in mix.endpoints:
+        scenario = scenarios[endpoint.name]
+        assert scenario["executor"] == "constant-arrival-rate"
+        assert scenario["rate"] / 60 == pytest.approx(300 * endpoint.share, abs=1 / 60)
+        assert scenario["tags"] == {"endpoint": endpoint.name, "kind": endpoint.kind}
+        assert f"http_reqs{{endpoint:{endpoint.name}}}" in options["thresholds"]
+    # The VU pool covers the worst expected latency: the quote endpoint's 1 s at 21 req/s.
+    quote = next(p for p in plan(mix, 300, 100) if p.endpoint == "quote")
+    assert quote.pre_allocated_vus >= 21
+    assert quote.max_vus >= quote.pre_allocated_vus
+    assert "handleSummary" in script
+
+
+def test_generated_scripts_are_valid_k6(tmp_path: Path) -> None:
+    for name in builtin_mixes():
+        path = tmp_path / f"{name}.js"
+        path.write_text(k6_script(load_mix(name), rate=100, duration_s=5))
+        inspected = subprocess.run(
+            [k6_binary(), "inspect", str(path)], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert inspected.returncode == 0, inspected.stderr
+        assert name in path.read_text()
+
+
+def test_placeholders_become_per_request_values() -> None:
+    script = k6_script(load_mix("realistic"), rate=100, duration_s=5)
+    assert 'BASE + "/products/" + encodeURIComponent(String(v_hot_product))' in script
+    assert "const v_hot_product = between(1, 1000);" in script
+    assert '"event_id": v_uuid' in script  # a lone placeholder keeps its own type
+    assert "if (cursor_tasks_page !== null) url += '&after='" in script
+    lua = wrk_script(load_mix("realistic"))
+    assert "urlencode(tostring(math.random(1, 1000)))" in lua
+    assert "[201] = true" in lua
+    assert "[202] = true" in lua
+
+
+def test_segments_split_the_load_into_k6_execution_segments() -> None:
+    assert segment_args("2/3") == ["--execution-segment", "1/3:2/3", "--execution-segment-sequence", "0,1/3,2/3,1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ('[[endpoint]]\nname = "a"\npath = "/x/{nope}"\nweight = 1\n', 3, "endpoint[1].path"),
+        ('[[endpoint]]\nname = "a"\npath = "x"\nweight = 1\n', 3, "endpoint[1].path"),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 0\n', 4, "endpoint[1].weight"),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\nexpect = [99]\n', 5, "endpoint[1].expect"),
+        ('[vars.id]\nrange = [5, 1]\n[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\n', 2, "vars.id.range"),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\nmethod = "FETCH"\n', 5, "endpoint[1].method"),
+    ],
+)
+def test_malformed_mixes_name_file_line_and_key(tmp_path: Path, text: str, line: int, key: str) -> None:
+    path = tmp_path / "mix.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_mix(str(path))
+    assert (caught.value.path, caught.value.line, caught.value.key) == (path, line, key)

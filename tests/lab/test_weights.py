@@ -1,0 +1,52 @@
+"""A short real k6 run against the service keeps the mix's weights, and wrk drives the same mix."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tenk.lab.k6 import run_k6
+from tenk.lab.mixes import load_mix
+from tenk.lab.wrk import run_wrk
+from tests.conftest import TEST_API_KEY, ServerProcess, Stack
+
+
+def test_endpoint_shares_hold_within_two_percent_against_the_service(
+    stack: Stack, spawn_api: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    api = spawn_api(stack)
+    mix = load_mix("realistic")
+    figures, summary = run_k6(
+        mix, rate=300, duration_s=4, slo_ms=100, base_url=api.base_url, api_key=TEST_API_KEY,
+        run_id="weights", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+    )  # fmt: skip
+    assert figures.dropped == 0, (tmp_path / "k6.log").read_text()[-2000:]
+    assert figures.requests == pytest.approx(1200, abs=len(mix.endpoints))
+    for endpoint in mix.endpoints:
+        measured = figures.endpoints[endpoint.name]
+        assert abs(measured.share - endpoint.share) <= 0.02 * endpoint.share, (endpoint.name, measured)
+    # The requests were the right ones: reads, cursor-following pages and authorised writes all succeeded.
+    for name in ("ping", "product", "tasks_page", "task_create", "search"):
+        assert figures.endpoints[name].error_rate == 0, (name, figures.endpoints[name])
+    assert figures.p50_ms > 0
+    assert figures.p99_ms >= figures.p50_ms
+    assert figures.generator_cpu_s > 0
+    assert summary["metrics"]["http_reqs"]["values"]["count"] == figures.requests
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make system-deps)")
+def test_wrk_runs_the_same_mix_closed_loop(
+    stack: Stack, spawn_api: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    api = spawn_api(stack)
+    figures, raw = run_wrk(
+        load_mix("product"), connections=8, duration_s=2, base_url=api.base_url, api_key=TEST_API_KEY,
+        run_id="wrk", workdir=tmp_path / "wrk", log=tmp_path / "wrk.log", cpus=None,
+    )  # fmt: skip
+    assert figures.engine == "wrk"
+    assert figures.requests > 50
+    assert figures.errors == 0, raw
+    assert 0 < figures.p50_ms <= figures.p99_ms
