@@ -193,6 +193,7 @@ def test_posted_event_is_202_and_committed_before_the_answer(http: httpx.Client,
     event = {"event_id": event_id, "source": "sensor-9", "ts": "2026-01-02T03:04:05Z", "payload": {"t": 21.5}}
     response = http.post("/events", json=event)
     assert response.status_code == 202
+    assert response.json() == {"accepted": 1, "ids": [event_id]}
     with psycopg.connect(stack.pg.url) as conn:
         row = conn.execute("SELECT source, payload FROM events WHERE event_id = %s", (event_id,)).fetchone()
     assert row == ("sensor-9", {"t": 21.5})

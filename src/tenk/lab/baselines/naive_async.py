@@ -13,6 +13,7 @@ Serve it as a plain app: `uvicorn tenk.lab.baselines.naive_async:app`.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -26,11 +27,11 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from tenk.errors import ConflictError, InvalidInputError
+from tenk.ingest.schemas import Accepted, EventIn
 from tenk.lab.baselines import queries
 from tenk.lab.baselines.access_log import AccessLog, configure_access_logger
 from tenk.lab.baselines.config import NaiveConfig
 from tenk.lab.baselines.errors import install_baseline_error_handlers
-from tenk.lab.baselines.events import EventAccepted, EventIn
 from tenk.lab.baselines.keys import PRODUCT_TTL_S, product_key
 from tenk.lab.baselines.paging import decode_after, encode_after
 from tenk.lab.baselines.schemas import (
@@ -213,11 +214,12 @@ async def search(db: Db, q: SearchQuery, limit: SearchLimit = 10) -> SearchResul
     return SearchResults(query=query, items=[SearchHit(**row) for row in rows])
 
 
-@app.post("/events", status_code=202, response_model=EventAccepted)
-async def post_event(event: EventIn, db: Db) -> EventAccepted:
-    await db.execute(queries.INSERT_EVENT, (event.event_id, event.source, event.ts, Jsonb(event.payload)))
+@app.post("/events", status_code=202, response_model=Accepted)
+async def post_event(event: EventIn, db: Db) -> Accepted:
+    event_id = event.event_id or uuid.uuid4()
+    await db.execute(queries.INSERT_EVENT, (event_id, event.source, event.ts, Jsonb(event.payload)))
     await db.commit()
-    return EventAccepted(event_id=event.event_id)
+    return Accepted(accepted=1, ids=[event_id])
 
 
 @app.get("/quotes/{symbol}", response_model=Quote)

@@ -11,6 +11,7 @@ shared pool), NAIVE_ACCESS_LOG=0. Serve it as a plain app: `uvicorn tenk.lab.bas
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
@@ -24,11 +25,11 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from tenk.errors import ConflictError, InvalidInputError
+from tenk.ingest.schemas import Accepted, EventIn
 from tenk.lab.baselines import queries
 from tenk.lab.baselines.access_log import AccessLog, configure_access_logger
 from tenk.lab.baselines.config import NaiveConfig
 from tenk.lab.baselines.errors import install_baseline_error_handlers
-from tenk.lab.baselines.events import EventAccepted, EventIn
 from tenk.lab.baselines.keys import PRODUCT_TTL_S, product_key
 from tenk.lab.baselines.paging import decode_after, encode_after
 from tenk.lab.baselines.schemas import (
@@ -195,11 +196,12 @@ def search(db: Db, q: SearchQuery, limit: SearchLimit = 10) -> SearchResults:
     return SearchResults(query=query, items=[SearchHit(**row) for row in rows])
 
 
-@app.post("/events", status_code=202, response_model=EventAccepted)
-def post_event(event: EventIn, db: Db) -> EventAccepted:
-    db.execute(queries.INSERT_EVENT, (event.event_id, event.source, event.ts, Jsonb(event.payload)))
+@app.post("/events", status_code=202, response_model=Accepted)
+def post_event(event: EventIn, db: Db) -> Accepted:
+    event_id = event.event_id or uuid.uuid4()
+    db.execute(queries.INSERT_EVENT, (event_id, event.source, event.ts, Jsonb(event.payload)))
     db.commit()
-    return EventAccepted(event_id=event.event_id)
+    return Accepted(accepted=1, ids=[event_id])
 
 
 @app.get("/quotes/{symbol}", response_model=Quote)
