@@ -53,5 +53,10 @@ bench-reads: sync system-deps
 	$(BIN)/tenk up
 	$(BIN)/python -m benchmarks.bench_reads $(BENCH_ARGS)
 
+## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
+## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.
+lab: sync
+	$(BIN)/tenk lab run --preset async-ladder $(LAB_ARGS)
+
 clean:
 	rm -rf .tenk/tools $(VENV) .pytest_cache .mypy_cache .ruff_cache
