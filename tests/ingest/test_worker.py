@@ -21,7 +21,9 @@ async def test_accepted_events_are_written_and_read_back(
     client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
 ) -> None:
     spawn_worker(stack, "w-readback")
-    events = [event("wk-read", str(uuid.uuid4()), i=i) for i in range(7)]
+    # Backslashes, quotes, tabs and newlines must survive the trip through COPY's text format.
+    awkward = 'tab\there, back\\slash \\N, "quotes", ünïcødé \U0001f600\nnew line'
+    events = [event("wk-read", str(uuid.uuid4()), i=i, text=awkward) for i in range(7)]
     assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
 
     async def landed() -> bool:
@@ -29,7 +31,7 @@ async def test_accepted_events_are_written_and_read_back(
 
     await eventually(landed, 15, "7 rows")
     one = (await client.get(f"/events/{events[3]['event_id']}")).json()
-    assert one["payload"] == {"i": 3}
+    assert one["payload"] == {"i": 3, "text": awkward}
     assert one["ts"].startswith("2026-01-02T03:04:05.123456")
 
     seen: list[str] = []

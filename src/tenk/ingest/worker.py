@@ -91,8 +91,10 @@ class Worker:
         logger.info("stopping: %d entries in hand", len(self.buffer))
         self._reading = False
         self._has_room.set()
+        # A read in flight may still bring entries to flush; one that is merely blocked is cancelled
+        # (whatever Redis delivered to it stays pending for this name, to be replayed or claimed).
         with suppress(TimeoutError):
-            await asyncio.wait_for(reader, self.ingest.block_ms / 1000 + self.ingest.redis_timeout_s + 1)
+            await asyncio.wait_for(reader, min(self.ingest.block_ms / 1000, 1.0) + 0.5)
         upkeep.cancel()
         self._give_up_at = time.monotonic() + self.ingest.shutdown_timeout_s
         self.writer.give_up_at = self._give_up_at

@@ -1,0 +1,67 @@
+"""With Postgres down, POSTs keep answering 202 until the backlog cap, then 503 with Retry-After;
+once Postgres is back the worker drains everything that was accepted."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+import pytest
+
+from tenk.settings import Settings
+from tests.conftest import AUTH, Stack
+from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+
+CAP = 2_000
+BATCH = 100
+
+
+async def test_accepts_until_the_backlog_cap_then_drains_when_postgres_returns(
+    private_stack: Stack,
+    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    spawn_worker: SpawnWorker,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TENK_INGEST_MAX_BACKLOG", str(CAP))
+    monkeypatch.setenv("TENK_INGEST_BACKLOG_POLL_MS", "20")
+    spawn_worker(private_stack, "pg-down", TENK_INGEST_FLUSH_MS="20")
+    private_stack.pg.stop()
+
+    async for client in app_client_factory(private_stack.settings()):
+        await _fill_then_drain(client, private_stack)
+
+
+async def _fill_then_drain(client: httpx.AsyncClient, stack: Stack) -> None:
+    accepted = 0
+    refused: httpx.Response | None = None
+    for _ in range(CAP // BATCH * 3):
+        batch = [event("pg-down", str(uuid.uuid4())) for _ in range(BATCH)]
+        response = await client.post("/events/batch", json=batch, headers=AUTH)
+        if response.status_code == 503:
+            refused = response
+            break
+        assert response.status_code == 202, response.text
+        accepted += BATCH
+    assert refused is not None, f"still accepting after {accepted} events"
+    assert refused.json()["error"]["code"] == "backlog_full"
+    assert int(refused.headers["retry-after"]) >= 1
+    # The cap is read every 20 ms, so a few batches may slip in past it; never fewer than the cap.
+    assert CAP <= accepted <= CAP + 10 * BATCH
+    assert (await client.post("/events", json=event("pg-down"), headers=AUTH)).status_code == 503
+
+    stack.pg.start()
+
+    async def drained() -> bool:
+        rows = await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = 'pg-down'")
+        return rows == accepted
+
+    await eventually(drained, 30, f"{accepted} rows after Postgres came back")
+
+    async def accepting() -> bool:
+        response = await client.post("/events", json=event("pg-down-after"), headers=AUTH)
+        return response.status_code == 202
+
+    await eventually(accepting, 5, "POST /events to accept again")
+    stats = (await client.get("/ingest/stats")).json()
+    assert stats["dead_letters"] == 0
