@@ -67,6 +67,10 @@ class EmbeddedPostgres:
     user: str = "postgres"
     database: str = "tenk"
 
+    def __post_init__(self) -> None:
+        # The server changes directory at start; every path we hand it must be absolute.
+        self.data_dir = Path(self.data_dir).resolve()
+
     @property
     def pgdata(self) -> Path:
         return self.data_dir / "pgdata"

@@ -31,6 +31,10 @@ class EmbeddedRedis:
     appendfsync: Durability = "everysec"
     maxmemory: str = "1gb"
 
+    def __post_init__(self) -> None:
+        # The server changes directory at start; every path we hand it must be absolute.
+        self.data_dir = Path(self.data_dir).resolve()
+
     @property
     def pidfile(self) -> Path:
         return self.data_dir / "redis.pid"
