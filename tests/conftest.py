@@ -164,12 +164,12 @@ def spawn_api(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Start real `tenk serve` processes (one per call) against a stack; all are stopped after the test."""
     started: list[ServerProcess] = []
 
-    def spawn(stack: Stack, server: str = "uvicorn", **env: str) -> ServerProcess:
+    def spawn(stack: Stack, server: str = "uvicorn", workers: int = 1, **env: str) -> ServerProcess:
         port = free_port()
         log = tmp_path / f"api-{port}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [str(VENV_BIN / "tenk"), "serve", "--server", server, "--port", str(port), "--workers", "1"],
+                [str(VENV_BIN / "tenk"), "serve", "--server", server, "--port", str(port), "--workers", str(workers)],
                 env=stack.env(**env),
                 stdout=out,
                 stderr=subprocess.STDOUT,

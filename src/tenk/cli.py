@@ -138,15 +138,19 @@ def seed(products: int, tasks: int) -> None:
 )
 def serve(server: str | None, workers: int | None, host: str | None, port: int | None, app_path: str) -> None:
     """Serve the API."""
-    from tenk.serving import exec_server, server_argv
+    from tenk.serving import exec_server, multiprocess_metrics_dir, server_argv
 
     settings = _settings()
+    port = port or settings.port
+    workers = workers or settings.workers
+    if workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(multiprocess_metrics_dir(settings.data_dir, port))
     argv = server_argv(
         app_path,
         server or settings.server,  # type: ignore[arg-type]
         host=host or settings.host,
-        port=port or settings.port,
-        workers=workers or settings.workers,
+        port=port,
+        workers=workers,
         access_log=False,
     )
     exec_server(argv)
@@ -186,9 +190,7 @@ def worker(name: str | None) -> None:
 @click.option("--p50-ms", type=click.FloatRange(min=0), default=40.0, show_default=True)
 @click.option("--p99-ms", type=click.FloatRange(min=0), default=400.0, show_default=True)
 @click.option("--error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Share of 500s.")
-@click.option(
-    "--hang-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Share never answered."
-)
+@click.option("--hang-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True, help="Share never answered.")
 @click.option("--seed", type=int, default=None, help="Makes the drawn delays and outcomes repeatable.")
 def mock_upstream(
     host: str, port: int, p50_ms: float, p99_ms: float, error_rate: float, hang_rate: float, seed: int | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,6 +90,15 @@ def server_argv(
         "10",
     ]
     return argv + (["--access-logfile", "-"] if access_log else [])
+
+
+def multiprocess_metrics_dir(data_dir: Path, port: int) -> Path:
+    """A fresh directory where several workers' Prometheus counters meet (prometheus_client's multiprocess
+    mode); stale files from an earlier run would add old counts."""
+    directory = (data_dir / f"metrics-{port}").resolve()
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
 
 
 def exec_server(argv: list[str]) -> None:

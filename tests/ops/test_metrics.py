@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import httpx
+
+from tests.conftest import ServerProcess, Stack
 
 
 def _series(text: str, name: str) -> list[str]:
@@ -40,3 +43,20 @@ async def test_pool_and_breaker_gauges_are_exported(client: httpx.AsyncClient) -
     assert re.search(r'tenk_pool_connections\{kind="size",pool="postgres"\} [1-9]', text)
     assert 'tenk_pool_connections{kind="in_use",pool="postgres"}' in text
     assert 'tenk_breaker_state{breaker="catalog-redis"} 0.0' in text
+
+
+def test_with_several_workers_counters_add_up_across_processes(
+    stack: Stack, spawn_api: Callable[..., ServerProcess]
+) -> None:
+    api = spawn_api(stack, server="uvicorn", workers=2)
+    with httpx.Client(base_url=api.base_url, timeout=5, limits=httpx.Limits(max_keepalive_connections=0)) as http:
+        for _ in range(40):
+            response = http.get("/tasks/1")
+            assert response.status_code == 200
+        text = http.get("/metrics").text
+    counts = [
+        float(line.rsplit(" ", 1)[1])
+        for line in _series(text, "tenk_http_request_duration_seconds_count")
+        if 'route="/tasks/{task_id}"' in line
+    ]
+    assert sum(counts) == 40, text

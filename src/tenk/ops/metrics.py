@@ -8,11 +8,14 @@ from callbacks the lifespan registers, so nothing polls in the background.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
@@ -106,5 +109,17 @@ class MetricsMiddleware:
                 )
 
 
+@lru_cache(maxsize=1)
+def _scrape_registry() -> CollectorRegistry:
+    """With several worker processes (`tenk serve --workers N` sets PROMETHEUS_MULTIPROC_DIR), counters and
+    histograms are summed over all workers; the live gauges are the answering worker's own."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    registry.register(live_gauges)
+    return registry
+
+
 async def metrics_endpoint(_: Request) -> Response:
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(_scrape_registry()), media_type=CONTENT_TYPE_LATEST)
