@@ -152,6 +152,8 @@ def create_session(settings: UpstreamSettings) -> aiohttp.ClientSession:
         connector=connector,
         timeout=timeout,
         skip_auto_headers=("User-Agent",),
+        # The vendor has no business setting state in our client; and no jar means no cookie work per call.
+        cookie_jar=aiohttp.DummyCookieJar(),
     )
 
 
