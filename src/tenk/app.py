@@ -16,6 +16,7 @@ from tenk.catalog.service import catalog_lifespan
 from tenk.connections import create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
 from tenk.hotpath import HotPathMiddleware, HotRoute
+from tenk.ingest.hot import IngestFastLane
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
 from tenk.ops.body_limit import BodyLimitMiddleware
@@ -94,4 +95,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Reads that need auth or an access-log line take the full path; the fast lane does neither.
     if not (settings.auth_reads or settings.access_log):
         app.add_middleware(HotPathMiddleware, state=app.state, routes=HOT_ROUTES)
+    # POST /events and /events/batch in their own pure-ASGI lane (see tenk.ingest.hot); it writes no access log.
+    if not settings.access_log:
+        app.add_middleware(IngestFastLane, state=app.state, max_body_bytes=settings.max_body_bytes)
     return app

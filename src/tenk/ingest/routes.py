@@ -10,7 +10,8 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 
 from tenk.errors import InvalidInputError, NotFoundError, error_response
-from tenk.ingest import codec, keys, queries
+from tenk.ingest import keys, queries
+from tenk.ingest.accept import Outcome, accept_batch, accept_one
 from tenk.ingest.schemas import (
     MAX_BATCH,
     SOURCE_PATTERN,
@@ -41,18 +42,10 @@ def _service(request: Request) -> IngestService:
     return service
 
 
-def _invalid(exc: codec.EventErrors) -> Response:
-    return error_response(422, "invalid_input", "the events are not valid; nothing was accepted", exc.problems)
-
-
-def _busy(service: IngestService) -> Response:
-    backlog = service.backlog.total if service.backlog is not None else 0
-    return error_response(
-        503,
-        "backlog_full",
-        f"{backlog} events wait to be written (cap {service.settings.max_backlog}); retry later",
-        retry_after_s=1.0,
-    )
+def _response(outcome: Outcome) -> Response:
+    status, body, retry_after = outcome
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return Response(body, status, headers=headers, media_type=_JSON)
 
 
 def _redis_down() -> Response:
@@ -69,18 +62,8 @@ def _redis_down() -> Response:
     openapi_extra={"requestBody": {"required": True, "content": {_JSON: {"schema": _EVENT_SCHEMA}}}},
 )
 async def post_event(request: Request) -> Response:
-    service = _service(request)
-    if service.over_capacity:
-        return _busy(service)
-    try:
-        entry, event_id = codec.parse_one(await request.body())
-    except codec.EventErrors as exc:
-        return _invalid(exc)
-    try:
-        await service.producer.add([entry])
-    except (RedisError, OSError):
-        return _redis_down()
-    return Response(b'{"accepted":1,"ids":["' + event_id.encode() + b'"]}', 202, media_type=_JSON)
+    # Served by the fast lane (tenk.ingest.hot) unless access logging is on; same outcome either way.
+    return _response(await accept_one(_service(request), await request.body()))
 
 
 @router.post(
@@ -101,21 +84,8 @@ async def post_event(request: Request) -> Response:
     },
 )
 async def post_batch(request: Request) -> Response:
-    service = _service(request)
-    if service.over_capacity:
-        return _busy(service)
     ndjson = "ndjson" in request.headers.get("content-type", "")
-    try:
-        entries, ids = codec.parse_batch(await request.body(), ndjson)
-    except codec.TooManyEvents:
-        return error_response(413, "payload_too_large", f"a batch holds at most {MAX_BATCH} events")
-    except codec.EventErrors as exc:
-        return _invalid(exc)
-    try:
-        await service.producer.add(entries)
-    except (RedisError, OSError):
-        return _redis_down()
-    return Response(orjson.dumps({"accepted": len(ids), "ids": ids}), 202, media_type=_JSON)
+    return _response(await accept_batch(_service(request), await request.body(), ndjson))
 
 
 @router.get(

