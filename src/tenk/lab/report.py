@@ -37,6 +37,13 @@ def _fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def _cpu_ms_per_request(server: dict[str, Any], figures: dict[str, Any]) -> str:
+    """Target CPU per request: steadier than latency on a shared machine, as the kernel counts it."""
+    if not server.get("cpu_cores_mean") or not figures.get("rps"):
+        return "-"
+    return f"{server['cpu_cores_mean'] * 1000 / figures['rps']:.3f}"
+
+
 def rung_rows(results: dict[str, Any]) -> list[dict[str, str]]:
     rows = []
     rungs = results["rungs"]
@@ -66,6 +73,7 @@ def rung_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "p99 ms": f"{figures['p99_ms']:.1f}",
                 "errors": f"{figures['error_rate']:.2%}",
                 "CPU cores": f"{server['cpu_cores_mean']:.2f}" if server.get("cpu_cores_mean") is not None else "-",
+                "CPU ms/req": _cpu_ms_per_request(server, figures),
                 "RSS MB": f"{server['rss_mb_max']:.0f}" if server.get("rss_mb_max") is not None else "-",
                 "gen CPU": f"{figures['generator_util']:.0%}",
                 "delta vs prev": delta,
@@ -121,7 +129,8 @@ def markdown(results: dict[str, Any]) -> str:
     parts += [
         "## Rungs\n",
         _md_table(rung_rows(results)),
-        "\nCPU and RSS are the target's process tree (mean cores busy, peak RSS), sampled every second. "
+        "\nCPU and RSS are the target's process tree (mean cores busy, peak RSS), sampled every second; "
+        "CPU ms/req is CPU time per completed request. "
         "`gen CPU` is the load generator's share of its own cores; above 80 %, or with dropped iterations, "
         "a run is generator-bound and not a server figure. Latencies are from the open-loop (k6) run "
         "(for capacity rungs: the highest passing step).\n",
@@ -190,7 +199,9 @@ def charts(results: dict[str, Any]) -> list[tuple[str, go.Figure]]:
             curve.add_scatter(x=[offered], y=[figures["p99_ms"]], mode="markers", name=f"{rung['label']} p99")
     slo = rungs[0]["config"]["slo_p99_ms"] if rungs else 100
     curve.add_hline(y=slo, line_dash="dash", annotation_text=f"SLO p99 {slo:g} ms")
-    curve.update_layout(title="Latency against offered load", xaxis_title="offered req/s", yaxis_title="ms")
+    curve.update_layout(
+        title="Latency against offered load", xaxis_title="offered req/s", yaxis_title="ms (log)", yaxis_type="log"
+    )
     return [("chart-capacity", headline), ("chart-latency", latency), ("chart-load", curve)]
 
 
