@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from tenk.cli import main
 from tenk.lab.compare import compare_rows, merge_results
 from tenk.lab.errors import LabError
+from tenk.lab.k6 import k6_binary, segment_args
+from tests.conftest import ServerProcess, Stack
 
 
 def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0) -> dict[str, Any]:
@@ -65,3 +74,52 @@ def test_compare_gives_per_rung_and_rung_to_rung_ratios() -> None:
     first, second = compare_rows(a, b)
     assert first["B/A"] == "1.100"
     assert (second["A step"], second["B step"], second["step diff"]) == ("0.500x", "0.550x", "+10.0%")
+
+
+def test_two_k6_segments_of_one_script_merge_to_the_whole_run(
+    stack: Stack, spawn_api: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    # As on k6-operator: one generated script, each runner taking its own execution segment and
+    # printing its summary to stdout; the merge recovers the exact total.
+    api = spawn_api(stack)
+    script = tmp_path / "ping.js"
+    runner = CliRunner()
+    assert (
+        runner.invoke(main, ["lab", "script", "ping", "--rate", "100", "--duration", "2", "-o", str(script)]).exit_code
+        == 0
+    )
+    logs = []
+    for segment in ("1/2", "2/2"):
+        log = tmp_path / f"runner-{segment[0]}.log"
+        env = {**os.environ, "TENK_LAB_BASE_URL": api.base_url, "TENK_LAB_RUN_ID": f"seg{segment[0]}"}
+        with log.open("w") as out:
+            subprocess.run(
+                [k6_binary(), "run", "--quiet", *segment_args(segment), str(script)],
+                stdout=out, stderr=subprocess.DEVNULL, env=env, timeout=60, check=True,
+            )  # fmt: skip
+        logs.append(str(log))
+    merged_dir = tmp_path / "merged"
+    result = runner.invoke(
+        main,
+        [
+            "lab",
+            "merge",
+            "--k6-summaries",
+            "--mix",
+            "ping",
+            "--rate",
+            "100",
+            "--duration",
+            "2",
+            *logs,
+            "-o",
+            str(merged_dir),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    merged = json.loads((merged_dir / "results.json").read_text())
+    figures = merged["rungs"][0]["figures"]
+    assert figures["requests"] == 200  # 100 req/s for 2 s, split 100 + 100
+    assert figures["errors"] == 0
+    assert figures["rps"] == pytest.approx(100, abs=1)
+    assert (merged_dir / "report.html").exists()

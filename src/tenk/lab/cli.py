@@ -131,12 +131,57 @@ def compare(a: Path, b: Path) -> None:
 @lab.command()
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("-o", "--out", required=True, type=click.Path(path_type=Path), help="Folder for the merged result.")
-def merge(folders: tuple[Path, ...], out: Path) -> None:
+@click.option(
+    "--k6-summaries",
+    is_flag=True,
+    help="The inputs are raw k6 summaries (e.g. k6-operator runner logs), not lab result folders.",
+)
+@click.option("--mix", "mix_name", help="With --k6-summaries: the mix the script was generated from.")
+@click.option("--rate", type=float, help="With --k6-summaries: the script's total rate, req/s.")
+@click.option("--duration", "duration_s", type=float, help="With --k6-summaries: the script's duration, s.")
+def merge(
+    folders: tuple[Path, ...],
+    out: Path,
+    k6_summaries: bool,
+    mix_name: str | None,
+    rate: float | None,
+    duration_s: float | None,
+) -> None:
     """Merge results from `--segment i/n` runs on several generator machines into one."""
-    from tenk.lab.compare import MERGE_NOTE, load_results, write_merged
+    from tenk.lab.compare import MERGE_NOTE, load_results, load_summary, result_from_summary, write_merged
+    from tenk.lab.mixes import load_mix
 
     try:
-        write_merged([load_results(folder) for folder in folders], out)
+        if k6_summaries:
+            if mix_name is None or rate is None or duration_s is None:
+                raise click.UsageError("--k6-summaries needs --mix, --rate and --duration")
+            mix = load_mix(mix_name)
+            parts = [result_from_summary(load_summary(path), mix, rate, duration_s) for path in folders]
+        else:
+            parts = [load_results(folder) for folder in folders]
+        write_merged(parts, out)
     except LabError as exc:
         raise click.ClickException(exc.message) from None
     click.echo(f"merged {len(folders)} segments into {out}\n{MERGE_NOTE}")
+
+
+@lab.command()
+@click.argument("mix_name", metavar="MIX")
+@click.option("--rate", type=float, required=True, help="Total arrival rate, req/s (split by the mix's weights).")
+@click.option("--duration", "duration_s", type=float, required=True, help="Seconds of load.")
+@click.option("--slo-ms", type=float, default=100.0, show_default=True, help="Sizes the VU pools.")
+@click.option("-o", "--out", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+def script(mix_name: str, rate: float, duration_s: float, slo_ms: float, out: Path | None) -> None:
+    """Print the k6 script for MIX (a built-in name or a mix TOML), to run anywhere k6 runs."""
+    from tenk.lab.k6script import k6_script
+    from tenk.lab.mixes import load_mix
+
+    try:
+        text = k6_script(load_mix(mix_name), rate, duration_s, slo_ms)
+    except LabError as exc:
+        raise click.ClickException(exc.message) from None
+    if out is None:
+        click.echo(text)
+    else:
+        out.write_text(text)
+        click.echo(f"wrote {out}", err=True)

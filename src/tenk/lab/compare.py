@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tenk.lab.errors import LabError
+from tenk.lab.k6 import figures_from_summary
+from tenk.lab.mixes import Mix
 from tenk.lab.report import metric_value, write_reports
 
 MERGE_NOTE = (
@@ -141,3 +144,40 @@ def write_merged(parts: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     (out / "results.json").write_text(json.dumps(merged, indent=2))
     write_reports(merged, out)
     return merged
+
+
+def result_from_summary(summary: dict[str, Any], mix: Mix, rate: float, duration_s: float) -> dict[str, Any]:
+    """A one-rung result from a raw k6 summary, such as a k6-operator runner pod prints to stdout.
+
+    The generator's cost is unknown there (it ran elsewhere), so it reads as zero.
+    """
+    figures = figures_from_summary(summary, mix, rate, duration_s)
+    rung = {
+        "index": 0, "label": mix.name, "changed": "baseline", "changes": [], "multi_variable": False,
+        "allow_multi": False, "config": {"mix": mix.name, "rate": rate, "duration_s": duration_s, "slo_p99_ms": 100},
+        "mode": "rate", "value": figures.rps, "figures": figures.to_json(), "server": {}, "capacity": None,
+        "metrics": {"scraped": False, "delta": {}}, "k6_summary": summary,
+        "verdict": {"server_figure": True, "generator_bound": figures.dropped > 0, "slo_met": True, "notes": []},
+    }  # fmt: skip
+    created = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return {
+        "ladder": f"{mix.name}-k6",
+        "description": "k6 summaries",
+        "created": created,
+        "claims": [],
+        "rungs": [rung],
+    }
+
+
+def load_summary(path: Path) -> dict[str, Any]:
+    """A k6 summary JSON file, or a runner's log whose last JSON line is the summary."""
+    text = path.read_text()
+    for candidate in [text, *reversed(text.splitlines())]:
+        candidate = candidate.strip()
+        if candidate.startswith("{") and '"metrics"' in candidate:
+            try:
+                data: dict[str, Any] = json.loads(candidate)
+                return data
+            except ValueError:
+                continue
+    raise LabError(f"{path}: no k6 summary JSON in it")
