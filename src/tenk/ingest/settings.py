@@ -13,6 +13,7 @@ class IngestSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TENK_INGEST_", extra="ignore")
 
     batch: int = Field(1000, ge=1, le=20_000, description="Events per flush; 1 writes each event alone.")
+    connections: int = Field(2, ge=1, le=16, description="Postgres connections per worker: flushes in flight at once.")
     flush_ms: int = Field(
         100, ge=1, description="Longest an event waits in the worker's buffer before a flush, from its arrival."
     )

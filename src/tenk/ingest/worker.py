@@ -23,8 +23,7 @@ import signal
 import socket
 import time
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
@@ -40,8 +39,7 @@ logger = logging.getLogger("tenk.ingest.worker")
 _MAX_BACKOFF_S = 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
+class Held(NamedTuple):
     stream_id: bytes
     entry: bytes | None
     arrived: float
@@ -67,16 +65,25 @@ class Worker:
             socket_connect_timeout=ingest.redis_timeout_s,
         )
         self._ack_script = self.redis.register_script(keys.XACK_COUNTED)
-        self.writer = PostgresWriter(settings.resolved_database_url, ingest.write_mode, name)
+        # Each flush has a connection (and its staging table) to itself; while one commits, the next
+        # batch is already being copied on another, so commit latency does not cap throughput.
+        self.writers = [
+            PostgresWriter(settings.resolved_database_url, ingest.write_mode, name) for _ in range(ingest.connections)
+        ]
+        self._idle_writers: asyncio.Queue[PostgresWriter] = asyncio.Queue()
+        for writer in self.writers:
+            self._idle_writers.put_nowait(writer)
+        self._flushes: set[asyncio.Task[None]] = set()
         self.buffer: list[Held] = []
         # Ids in the buffer or being flushed: touched so that no one claims them, skipped if claimed twice.
         self.held: set[bytes] = set()
-        self._capacity = 2 * ingest.batch
+        self._capacity = (ingest.connections + 1) * ingest.batch
         self._has_work = asyncio.Event()
         self._has_room = asyncio.Event()
         self._reading = True
         self._draining = False
         self._give_up_at: float | None = None
+        self._gave_up = False
 
     async def run(self, stop: asyncio.Event) -> None:
         await self._until_redis(self._join, stop)
@@ -97,12 +104,14 @@ class Worker:
             await asyncio.wait_for(reader, min(self.ingest.block_ms / 1000, 1.0) + 0.5)
         upkeep.cancel()
         self._give_up_at = time.monotonic() + self.ingest.shutdown_timeout_s
-        self.writer.give_up_at = self._give_up_at
+        for writer in self.writers:
+            writer.give_up_at = self._give_up_at
         self._draining = True
         self._has_work.set()
         await flusher
         await self._leave_group()
-        await self.writer.close()
+        for writer in self.writers:
+            await writer.close()
         await self.redis.aclose()
         for task in (upkeep, stopper):
             with suppress(asyncio.CancelledError):
@@ -213,51 +222,61 @@ class Worker:
         flush_s = self.ingest.flush_ms / 1000
         while True:
             self._has_work.clear()
+            if self._gave_up:
+                break
             if self.buffer and (
                 len(self.buffer) >= self.ingest.batch
                 or self._draining
                 or time.monotonic() >= self.buffer[0].arrived + flush_s
             ):
+                writer = await self._idle_writers.get()
+                # Taken only now: entries that arrived while waiting for a connection join this batch.
                 taken = self.buffer[: self.ingest.batch]
                 del self.buffer[: self.ingest.batch]
                 self._has_room.set()
-                try:
-                    await self._flush(taken)
-                except GiveUp:
-                    logger.error(
-                        "postgres unreachable at shutdown; %d entries stay pending for the next run",
-                        len(taken) + len(self.buffer),
-                    )
-                    return
+                task = asyncio.create_task(self._flush(taken, writer))
+                self._flushes.add(task)
+                task.add_done_callback(self._flushes.discard)
                 continue
             if self._draining:
-                return
+                break
             timeout = None if not self.buffer else max(0.0, self.buffer[0].arrived + flush_s - time.monotonic())
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._has_work.wait(), timeout)
+        if self._flushes:
+            await asyncio.gather(*self._flushes)
+        if self._gave_up:
+            logger.error("postgres unreachable at shutdown; %d entries stay pending for the next run", len(self.buffer))
 
-    async def _flush(self, taken: list[Held]) -> None:
+    async def _flush(self, taken: list[Held], writer: PostgresWriter) -> None:
+        try:
+            await self._write_then_acknowledge(taken, writer)
+        except GiveUp:
+            # Shutting down with Postgres away: these stay pending, for the next run to write.
+            self._gave_up = True
+            self._has_work.set()
+        finally:
+            self._idle_writers.put_nowait(writer)
+
+    async def _write_then_acknowledge(self, taken: list[Held], writer: PostgresWriter) -> None:
         started = time.perf_counter()
-        good: list[tuple[str, bytes, int]] = []
+        good: list[tuple[bytes, bytes, int]] = []
         dead: list[DeadLetter] = []
-        for held in taken:
-            stream_id = held.stream_id.decode()
-            if held.entry is None or not codec.well_formed(held.entry):
-                dead.append(DeadLetter(stream_id, held.entry or b"", "malformed entry", held.deliveries))
-            elif held.deliveries > self.ingest.max_deliveries:
-                dead.append(DeadLetter(stream_id, held.entry, f"delivered {held.deliveries} times", held.deliveries))
+        for stream_id, entry, _, deliveries in taken:
+            if entry is None or not codec.well_formed(entry):
+                dead.append(DeadLetter(stream_id.decode(), entry or b"", "malformed entry", deliveries))
+            elif deliveries > self.ingest.max_deliveries:
+                dead.append(DeadLetter(stream_id.decode(), entry, f"delivered {deliveries} times", deliveries))
             else:
-                good.append((stream_id, held.entry, held.deliveries))
-        written, refused = await self.writer.write_isolating(good)
+                good.append((stream_id, entry, deliveries))
+        written, refused = await writer.write_isolating(good)
         dead += refused
         if dead:
             for letter in dead:
                 logger.warning("dead letter %s: %s", letter.stream_id, letter.reason)
-            await self.writer.dead_letter(dead)
+            await writer.dead_letter(dead)
         # Committed: only now may Redis forget these entries.
         await self._acknowledge(taken, written, len(dead), started)
-        metrics.FLUSH_SIZE.observe(len(taken))
-        metrics.FLUSH_SECONDS.observe(time.perf_counter() - started)
         metrics.ROWS_WRITTEN.inc(written)
         metrics.DEAD_LETTERS.inc(len(dead))
 
@@ -292,6 +311,8 @@ class Worker:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
         self.held.difference_update(ids)
+        metrics.FLUSH_SIZE.observe(len(taken))
+        metrics.FLUSH_SECONDS.observe(time.perf_counter() - started)
 
     async def _upkeep_forever(self) -> None:
         every = self.ingest.trim_every_ms / 1000

@@ -124,7 +124,7 @@ class PostgresWriter:
                 written += int(status.rsplit(" ", 1)[1])
         return written
 
-    async def write_isolating(self, items: list[tuple[str, bytes, int]]) -> tuple[int, list[DeadLetter]]:
+    async def write_isolating(self, items: list[tuple[bytes, bytes, int]]) -> tuple[int, list[DeadLetter]]:
         """Write (stream_id, entry, deliveries) items; an entry Postgres refuses is returned as a dead
         letter and everything else still lands. One bad entry in n costs about 2*log2(n) extra flushes."""
         if not items:
@@ -135,7 +135,7 @@ class PostgresWriter:
             if len(items) == 1:
                 stream_id, entry, deliveries = items[0]
                 reason = f"{exc.__class__.__name__}: {exc}"[:1000]
-                return 0, [DeadLetter(stream_id, entry, reason, deliveries)]
+                return 0, [DeadLetter(stream_id.decode(), entry, reason, deliveries)]
         middle = len(items) // 2
         left_rows, left_dead = await self.write_isolating(items[:middle])
         right_rows, right_dead = await self.write_isolating(items[middle:])
