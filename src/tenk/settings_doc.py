@@ -20,7 +20,8 @@ def settings_classes() -> list[type[BaseSettings]]:
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        if cls.__module__.startswith("tenk.") and str(cls.model_config.get("env_prefix", "")).startswith("TENK_"):
+        # Only the service's settings modules; the lab's baselines read TENK_* too but are not configured here.
+        if cls.__module__.startswith("tenk.") and cls.__module__.endswith("settings"):
             found.append(cls)
     return sorted(found, key=lambda c: (c.model_config.get("env_prefix", ""), c.__name__))
 
