@@ -53,6 +53,11 @@ bench-reads: sync system-deps
 	$(BIN)/tenk up
 	$(BIN)/python -m benchmarks.bench_reads $(BENCH_ARGS)
 
+## Write-behind ingestion vs the direct-INSERT baseline in the same run, on a stack of its own: POST /events,
+## /events/batch of 500, one worker's rows/s into Postgres, accept-to-visible lag at 5,000 events/s.
+bench-ingest: sync system-deps
+	$(BIN)/python -m benchmarks.bench_ingest $(BENCH_ARGS)
+
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.
 lab: sync

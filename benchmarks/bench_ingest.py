@@ -7,8 +7,8 @@ Everything runs on a stack of the bench's own (Postgres and Redis on free ports,
 2. tenk: POST /events (202 once Redis has the XADD), wrk, no worker running;
 3. tenk: POST /events/batch of 500, wrk, no worker running;
 4. one `tenk worker` drains the backlog that 2 and 3 left: rows/s into Postgres;
-5. with that worker running, k6 sends single events at a constant 5,000/s; the lag from accept to
-   visible in Postgres is written_at - accepted_at of those rows.
+5. with that worker running, k6 sends events at a constant 5,000/s (in batches of 10, so that k6 keeps
+   up on its one core); the lag from accept to visible in Postgres is written_at - accepted_at of those rows.
 
 Several rounds; the table shows medians.
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import psutil
 from redis import Redis
 
 from tenk.ingest import keys
@@ -93,17 +94,18 @@ def _wrk(url: str, lua: Path, seconds: int, connections: int) -> dict[str, float
     }
 
 
-def _k6_script(base: str, rate: int, seconds: int) -> str:
+def _k6_script(base: str, rate: int, seconds: int, batch: int) -> str:
+    # Events go in batches of `batch` so that k6 itself, sharing CPU 1, keeps up with the arrival rate.
     return f"""
 import http from 'k6/http';
 export const options = {{
-  scenarios: {{ lag: {{ executor: 'constant-arrival-rate', rate: {rate}, timeUnit: '1s', duration: '{seconds}s',
-                       preAllocatedVUs: 200, maxVUs: 2000 }} }},
+  scenarios: {{ lag: {{ executor: 'constant-arrival-rate', rate: {rate // batch}, timeUnit: '1s',
+                       duration: '{seconds}s', preAllocatedVUs: 200, maxVUs: 2000 }} }},
   summaryTrendStats: ['p(50)', 'p(99)'],
 }};
-const body = {json.dumps(json.dumps(LAG_EVENT))};
+const body = {json.dumps(json.dumps([LAG_EVENT] * batch))};
 const params = {{ headers: {{ 'Content-Type': 'application/json', 'Authorization': 'Bearer {KEY}' }} }};
-export default function () {{ http.post('{base}/events', body, params); }}
+export default function () {{ http.post('{base}/events/batch', body, params); }}
 """
 
 
@@ -139,8 +141,33 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(5)
 
 
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of these processes and their children: what a run cost, however busy the machine."""
+    total = 0.0
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            for each in [process, *process.children(recursive=True)]:
+                times = each.cpu_times()
+                total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def _measured(
+    process: subprocess.Popen[bytes], base: str, lua: Path, seconds: int, connections: int
+) -> dict[str, float]:
+    """wrk figures plus the server's CPU microseconds per accepted request."""
+    before = _cpu_seconds([process.pid])
+    figures = _wrk(base, lua, seconds, connections)
+    spent = _cpu_seconds([process.pid]) - before
+    figures["cpu_us_per_request"] = 1e6 * spent / max(1.0, figures["rps"] * seconds)
+    return figures
+
+
 def _backlog(redis: Redis) -> int:
-    added, acked = redis.hmget(keys.STATS, ["added", "acked"])  # type: ignore[misc]
+    added, acked = redis.hmget(keys.STATS, ["added", "acked"])
     return int(added or 0) - int(acked or 0)
 
 
@@ -152,28 +179,35 @@ async def _sql(dsn: str, query: str) -> list[asyncpg.Record]:
         await conn.close()
 
 
-def _drain(redis: Redis, dsn: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], dict[str, float]]:
+def _drain(
+    redis: Redis, pg_pid: int, env: dict[str, str], log: Path
+) -> tuple[subprocess.Popen[bytes], dict[str, float]]:
     """Start one worker on a full backlog; rows/s from its first written row until the backlog is empty."""
     backlog = _backlog(redis)
     worker = _start([str(VENV_BIN / "tenk"), "worker", "--name", "bench"], env, log, None)
-    first: tuple[float, int] | None = None
+    first: tuple[float, int, float] | None = None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        written = int(redis.hget(keys.STATS, "rows_written") or 0)  # type: ignore[arg-type]
+        written = int(redis.hget(keys.STATS, "rows_written") or 0)
         now = time.monotonic()
         if first is None and written > 0:
-            first = (now, written)
+            first = (now, written, _cpu_seconds([worker.pid, pg_pid]))
         if _backlog(redis) == 0:
             break
         time.sleep(0.05)
     assert first is not None, "the worker wrote nothing"
-    rows = int(redis.hget(keys.STATS, "rows_written") or 0) - first[1]  # type: ignore[arg-type]
-    return worker, {"backlog": backlog, "rows_per_s": rows / max(1e-9, time.monotonic() - first[0])}
+    rows = int(redis.hget(keys.STATS, "rows_written") or 0) - first[1]
+    cpu = _cpu_seconds([worker.pid, pg_pid]) - first[2]
+    return worker, {
+        "backlog": backlog,
+        "rows_per_s": rows / max(1e-9, time.monotonic() - first[0]),
+        "cpu_us_per_row": 1e6 * cpu / max(1, rows),
+    }
 
 
-def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: int) -> dict[str, float]:
+def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: int, batch: int) -> dict[str, float]:
     script = workdir / "lag.js"
-    script.write_text(_k6_script(base, rate, seconds))
+    script.write_text(_k6_script(base, rate, seconds, batch))
     summary = workdir / "lag-summary.json"
     subprocess.run(
         [
@@ -208,13 +242,13 @@ def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: i
         "lag_p50_ms": row[1][0] * 1000,
         "lag_p99_ms": row[1][1] * 1000,
         "accept_p99_ms": duration["p(99)"],
-        "achieved_rps": k6["http_reqs"]["rate"],
+        "achieved_rps": k6["http_reqs"]["rate"] * batch,
         "error_pct": 100 * failed,
     }
 
 
 def _round(
-    args: argparse.Namespace, env: dict[str, str], dsn: str, redis: Redis, workdir: Path
+    args: argparse.Namespace, env: dict[str, str], dsn: str, pg_pid: int, redis: Redis, workdir: Path
 ) -> dict[str, dict[str, float]]:
     asyncio.run(_sql(dsn, "TRUNCATE events, ingest_dead_letters"))
     redis.flushall()
@@ -227,7 +261,7 @@ def _round(
     process, base = _serve("benchmarks.ingest_baseline:create_app", env, workdir / "baseline.log")
     try:
         _wrk(base, single, 2, args.connections)
-        figures["baseline"] = _wrk(base, single, args.seconds, args.connections)
+        figures["baseline"] = _measured(process, base, single, args.seconds, args.connections)
     finally:
         _stop(process)
 
@@ -235,12 +269,12 @@ def _round(
     worker = None
     try:
         _wrk(base, single, 2, args.connections)
-        figures["single"] = _wrk(base, single, args.seconds, args.connections)
+        figures["single"] = _measured(process, base, single, args.seconds, args.connections)
         figures["batch"] = _wrk(base, batch, args.batch_seconds, args.batch_connections)
         figures["batch"]["events_per_s"] = figures["batch"]["rps"] * 500
-        worker, figures["drain"] = _drain(redis, dsn, env, workdir / "worker.log")
+        worker, figures["drain"] = _drain(redis, pg_pid, env, workdir / "worker.log")
         asyncio.run(_sql(dsn, "TRUNCATE events"))
-        figures["lag"] = _lag(base, redis, dsn, workdir, args.lag_rate, args.lag_seconds)
+        figures["lag"] = _lag(base, redis, dsn, workdir, args.lag_rate, args.lag_seconds, args.lag_batch)
     finally:
         if worker is not None:
             _stop(worker)
@@ -253,18 +287,21 @@ def _median(runs: list[dict[str, dict[str, float]]], case: str, key: str) -> flo
 
 
 def _table(runs: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> str:
-    m = lambda case, key: _median(runs, case, key)  # noqa: E731
+    def m(case: str, key: str) -> float:
+        return _median(runs, case, key)
+
     ratio = m("single", "rps") / m("baseline", "rps")
     rows = [
         (
             "direct-INSERT baseline, POST /events",
-            f"{m('baseline', 'rps'):,.0f} accepted/s",
+            f"{m('baseline', 'rps'):,.0f} accepted/s ({m('baseline', 'cpu_us_per_request'):.0f} µs CPU each)",
             f"{m('baseline', 'p99_ms'):.1f}",
             "",
         ),
         (
             "tenk POST /events",
-            f"{m('single', 'rps'):,.0f} accepted/s ({ratio:.1f}× baseline)",
+            f"{m('single', 'rps'):,.0f} accepted/s ({ratio:.1f}× baseline; "
+            f"{m('single', 'cpu_us_per_request'):.0f} µs CPU each)",
             f"{m('single', 'p99_ms'):.1f}",
             "≥ 6,000/s, p99 < 30 ms, ≥ 5× baseline",
         ),
@@ -274,7 +311,12 @@ def _table(runs: list[dict[str, dict[str, float]]], args: argparse.Namespace) ->
             f"{m('batch', 'p99_ms'):.1f}",
             "≥ 50,000 events/s",
         ),
-        ("one worker into Postgres", f"{m('drain', 'rows_per_s'):,.0f} rows/s", "", "≥ 50,000 rows/s"),
+        (
+            "one worker into Postgres",
+            f"{m('drain', 'rows_per_s'):,.0f} rows/s ({m('drain', 'cpu_us_per_row'):.1f} µs CPU/row incl. Postgres)",
+            "",
+            "≥ 50,000 rows/s",
+        ),
         (
             f"accept → visible at {args.lag_rate:,}/s",
             f"lag p50 {m('lag', 'lag_p50_ms'):.0f} ms, p99 {m('lag', 'lag_p99_ms'):.0f} ms",
@@ -292,7 +334,8 @@ def _table(runs: list[dict[str, dict[str, float]]], args: argparse.Namespace) ->
         "",
         f"wrk: {args.connections} connections x {args.seconds}s (single), {args.batch_connections} x "
         f"{args.batch_seconds}s (batch); drained backlog {m('drain', 'backlog'):,.0f} events; k6 constant arrival "
-        f"{args.lag_rate}/s x {args.lag_seconds}s reached {m('lag', 'achieved_rps'):,.0f}/s; errors: baseline "
+        f"{args.lag_rate}/s (batches of {args.lag_batch})"
+        f" x {args.lag_seconds}s reached {m('lag', 'achieved_rps'):,.0f}/s; errors: baseline "
         f"{m('baseline', 'error_pct'):.2f}%, single {m('single', 'error_pct'):.2f}%, "
         f"batch {m('batch', 'error_pct'):.2f}%, lag run {m('lag', 'error_pct'):.2f}%",
     ]
@@ -308,6 +351,7 @@ def main() -> None:
     parser.add_argument("--batch-connections", type=int, default=8)
     parser.add_argument("--lag-rate", type=int, default=5000)
     parser.add_argument("--lag-seconds", type=int, default=10)
+    parser.add_argument("--lag-batch", type=int, default=10, help="events per request in the lag run")
     parser.add_argument("--durability", choices=["everysec", "always"], default="everysec")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
@@ -334,7 +378,7 @@ def main() -> None:
         )
         runs = []
         for number in range(1, args.rounds + 1):
-            figures = _round(args, env, pg.url, redis, workdir)
+            figures = _round(args, env, pg.url, pg.pid() or 0, redis, workdir)
             runs.append(figures)
             print(f"round {number}: {json.dumps(figures)}", file=sys.stderr, flush=True)
         print(_table(runs, args))
