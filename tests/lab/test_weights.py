@@ -19,8 +19,10 @@ def test_endpoint_shares_hold_within_two_percent_against_the_service(
 ) -> None:
     api = spawn_api(stack)
     mix = load_mix("realistic")
+    # VU pools sized for 1 s answers, so a stall on this shared machine delays requests instead of
+    # dropping them (a dropped arrival would skew the shares this test is about).
     figures, summary = run_k6(
-        mix, rate=300, duration_s=4, slo_ms=100, base_url=api.base_url, api_key=TEST_API_KEY,
+        mix, rate=300, duration_s=4, slo_ms=1000, base_url=api.base_url, api_key=TEST_API_KEY,
         run_id="weights", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
     )  # fmt: skip
     assert figures.dropped == 0, (tmp_path / "k6.log").read_text()[-2000:]
