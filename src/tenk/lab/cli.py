@@ -120,12 +120,19 @@ def compare(a: Path, b: Path) -> None:
         raise click.ClickException(exc.message) from None
     if not rows:
         raise click.ClickException("no rung labels in common")
+    console = Console()
+    if not console.is_terminal:
+        # Piped or redirected: a Markdown table, whole and pasteable, instead of one cut to 80 columns.
+        from tenk.lab.report import md_table
+
+        click.echo(f"A = {a}\nB = {b}\n\n{md_table(rows)}")
+        return
     table = Table(title=f"A = {a}\nB = {b}", title_justify="left")
     for column in rows[0]:
         table.add_column(column)
     for row in rows:
         table.add_row(*row.values())
-    Console().print(table)
+    console.print(table)
 
 
 @lab.command()

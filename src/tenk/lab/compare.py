@@ -12,7 +12,7 @@ from typing import Any
 from tenk.lab.errors import LabError
 from tenk.lab.k6 import figures_from_summary
 from tenk.lab.mixes import Mix
-from tenk.lab.report import metric_value, write_reports
+from tenk.lab.report import cpu_ms_per_request, metric_value, write_reports
 
 MERGE_NOTE = (
     "Exact after merging: request, error and dropped-iteration counts, achieved RPS, error rate, per-endpoint "
@@ -35,8 +35,17 @@ def _metric(rung: dict[str, Any]) -> str:
     return "capacity" if rung["mode"] == "capacity" else "rps"
 
 
+def _step(value: float | None, previous: float | None) -> float | None:
+    return value / previous if value is not None and previous else None
+
+
+def _fmt(value: float | None, digits: int = 3, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
 def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
-    """Rungs matched by label: each side's headline figure, B/A, and each side's rung-to-rung ratio."""
+    """Rungs matched by label: each side's headline figure, B/A, and each side's rung-to-rung ratio,
+    for the headline (capacity or RPS) and for the target's CPU per request."""
     b_by_label = {rung["label"]: rung for rung in b["rungs"]}
     rows = []
     previous: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -57,6 +66,11 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
             "A step": "-",
             "B step": "-",
             "step diff": "-",
+            "A cpu ms/req": _fmt(cpu_ms_per_request(rung_a)),
+            "B cpu ms/req": _fmt(cpu_ms_per_request(rung_b)),
+            "A cpu step": "-",
+            "B cpu step": "-",
+            "cpu step diff": "-",
         }
         if previous is not None:
             pa, pb = metric_value(previous[0], metric), metric_value(previous[1], metric)
@@ -65,6 +79,11 @@ def compare_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
                 row["A step"] = f"{ra:.3f}x"
                 row["B step"] = f"{rb:.3f}x"
                 row["step diff"] = f"{(rb - ra) / ra:+.1%}" if ra else "-"
+            ca = _step(cpu_ms_per_request(rung_a), cpu_ms_per_request(previous[0]))
+            cb = _step(cpu_ms_per_request(rung_b), cpu_ms_per_request(previous[1]))
+            row["A cpu step"] = _fmt(ca, suffix="x")
+            row["B cpu step"] = _fmt(cb, suffix="x")
+            row["cpu step diff"] = f"{(cb - ca) / ca:+.1%}" if ca and cb else "-"
         rows.append(row)
         previous = (rung_a, rung_b)
     return rows

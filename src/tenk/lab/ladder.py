@@ -19,7 +19,7 @@ from tenk.lab.errors import ConfigError
 from tenk.lab.mixes import Mix, load_mix
 
 SERVERS = ("granian", "uvicorn", "gunicorn")
-METRICS = ("rps", "capacity", "p99_ms", "errors")
+METRICS = ("rps", "capacity", "p99_ms", "errors", "cpu_ms")
 _TARGET = re.compile(r"^(tenk|baseline:[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*)$")
 _CPUS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 UPSTREAM_DEFAULTS: dict[str, float] = {"p50_ms": 40.0, "p99_ms": 400.0, "error_rate": 0.0, "hang_rate": 0.0}

@@ -9,11 +9,24 @@ from typing import Any
 import plotly.graph_objects as go
 
 # For rates, "x" is to/from; for latency and errors, lower is better, so it is from/to.
-HIGHER_IS_BETTER = {"rps": True, "capacity": True, "p99_ms": False, "errors": False}
+HIGHER_IS_BETTER = {"rps": True, "capacity": True, "p99_ms": False, "errors": False, "cpu_ms": False}
+
+
+def cpu_ms_per_request(rung: dict[str, Any]) -> float | None:
+    """The target's CPU time per completed request, in ms; None when the target was not sampled.
+
+    On a shared machine this is the steadiest figure: the kernel counts CPU time whether or not a
+    neighbour delayed the process, while p99 and capacity move with the neighbours.
+    """
+    cores = (rung.get("server") or {}).get("cpu_cores_mean")
+    rps = rung["figures"].get("rps")
+    return float(cores * 1000 / rps) if cores and rps else None
 
 
 def metric_value(rung: dict[str, Any], metric: str) -> float:
     figures = rung["figures"]
+    if metric == "cpu_ms":
+        return cpu_ms_per_request(rung) or 0.0
     if metric == "capacity":
         return float(rung["value"]) if rung["mode"] == "capacity" else 0.0
     if metric == "rps":
@@ -33,15 +46,12 @@ def _headline_metric(rung: dict[str, Any]) -> str:
     return "capacity" if rung["mode"] == "capacity" else "rps"
 
 
+def _fmt_float(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
-
-
-def _cpu_ms_per_request(server: dict[str, Any], figures: dict[str, Any]) -> str:
-    """Target CPU per request: steadier than latency on a shared machine, as the kernel counts it."""
-    if not server.get("cpu_cores_mean") or not figures.get("rps"):
-        return "-"
-    return f"{server['cpu_cores_mean'] * 1000 / figures['rps']:.3f}"
 
 
 def rung_rows(results: dict[str, Any]) -> list[dict[str, str]]:
@@ -73,7 +83,7 @@ def rung_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "p99 ms": f"{figures['p99_ms']:.1f}",
                 "errors": f"{figures['error_rate']:.2%}",
                 "CPU cores": f"{server['cpu_cores_mean']:.2f}" if server.get("cpu_cores_mean") is not None else "-",
-                "CPU ms/req": _cpu_ms_per_request(server, figures),
+                "CPU ms/req": _fmt_float(cpu_ms_per_request(rung)),
                 "RSS MB": f"{server['rss_mb_max']:.0f}" if server.get("rss_mb_max") is not None else "-",
                 "gen CPU": f"{figures['generator_util']:.0%}",
                 "delta vs prev": delta,
@@ -108,7 +118,7 @@ def claim_rows(results: dict[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
-def _md_table(rows: list[dict[str, str]]) -> str:
+def md_table(rows: list[dict[str, str]]) -> str:
     if not rows:
         return "(none)\n"
     head = list(rows[0])
@@ -128,15 +138,15 @@ def markdown(results: dict[str, Any]) -> str:
         parts.append(f"Merged from {len(results['merged_from'])} generator segments. {results.get('merge_note', '')}\n")
     parts += [
         "## Rungs\n",
-        _md_table(rung_rows(results)),
+        md_table(rung_rows(results)),
         "\nCPU and RSS are the target's process tree (mean cores busy, peak RSS), sampled every second; "
         "CPU ms/req is CPU time per completed request. "
         "`gen CPU` is the load generator's share of its own cores; above 80 %, or with dropped iterations, "
         "a run is generator-bound and not a server figure. Latencies are from the open-loop (k6) run "
         "(for capacity rungs: the highest passing step).\n",
         "\n## Claims\n",
-        "Measured ratio: to/from for rps and capacity; from/to for p99_ms and errors (times lower).\n\n",
-        _md_table(claim_rows(results)),
+        "Measured ratio: to/from for rps and capacity; from/to for p99_ms, errors and cpu_ms (times lower).\n\n",
+        md_table(claim_rows(results)),
     ]
     steps = [
         (rung["label"], step) for rung in results["rungs"] if rung.get("capacity") for step in rung["capacity"]["steps"]
@@ -160,7 +170,7 @@ def markdown(results: dict[str, Any]) -> str:
             }
             for label, step in steps
         ]
-        parts.append(_md_table(rows))
+        parts.append(md_table(rows))
     return "\n".join(parts)
 
 

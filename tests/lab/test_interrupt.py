@@ -1,0 +1,64 @@
+"""Ctrl-C in the middle of a measurement stops every process the lab started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def command(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path) -> None:
+    (tmp_path / "work.toml").write_text('[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\n')
+    ladder = tmp_path / "long.toml"
+    ladder.write_text(
+        'name = "long"\n[defaults]\ntarget = "tests.lab.semaphore_app:app"\nserver = "uvicorn"\n'
+        'mix = "work.toml"\nrate = 20\nduration_s = 120\nwarmup_s = 0\n[[rung]]\nlabel = "a"\n'
+    )
+    lab = subprocess.Popen(
+        [str(Path(sys.executable).parent / "tenk"), "lab", "run", str(ladder), "--quiet", "--results", str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO), "SEM_PERMITS": "4", "SEM_SLEEP_MS": "10"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        started: list[psutil.Process] = []
+        while time.monotonic() < deadline:
+            started = descendants(lab.pid)
+            if any("k6" in command(p) for p in started):
+                break
+            time.sleep(0.2)
+        names = [command(p) for p in started]
+        assert any("semaphore_app" in name for name in names), names
+        assert any("k6" in name for name in names), names
+        lab.send_signal(signal.SIGINT)
+        output = lab.communicate(timeout=30)[0].decode()
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+            lab.wait()
+    assert lab.returncode != 0
+    assert "interrupted: every process the lab started has been stopped" in output
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert alive == [], [p.pid for p in alive]
