@@ -27,12 +27,20 @@ redis.call('HINCRBY', KEYS[2], 'added', #ARGV)
 return #ARGV
 """
 
-# KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the group, ARGV[2..] entry ids. Counts only the
-# entries that were still pending, so a redelivered entry is not acknowledged twice in the totals.
+# KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the group, ARGV[2] the entry ids joined by
+# spaces (one argument packs far faster than thousands). Counts only the entries that were still
+# pending, so a redelivered entry is not acknowledged twice in the totals.
 XACK_COUNTED = """
-local acked = 0
-for i = 2, #ARGV, 1000 do
-  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+local acked, ids = 0, {}
+for id in string.gmatch(ARGV[2], '%S+') do
+  ids[#ids + 1] = id
+  if #ids == 1000 then
+    acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
+    ids = {}
+  end
+end
+if #ids > 0 then
+  acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
 end
 redis.call('HINCRBY', KEYS[2], 'acked', acked)
 return acked

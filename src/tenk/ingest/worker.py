@@ -50,6 +50,10 @@ def default_consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _as_parsed(response: Any, **_: Any) -> Any:
+    return response
+
+
 def _id_text(stream_id: Any) -> str:
     return stream_id.decode() if isinstance(stream_id, bytes) else str(stream_id)
 
@@ -64,6 +68,8 @@ class Worker:
             socket_timeout=ingest.block_ms / 1000 + ingest.redis_timeout_s,
             socket_connect_timeout=ingest.redis_timeout_s,
         )
+        # New entries arrive as hiredis parsed them; redis-py's per-entry dicts cost more than the write.
+        self.redis.set_response_callback("XREADGROUP", _as_parsed)
         self._ack_script = self.redis.register_script(keys.XACK_COUNTED)
         # Each flush has a connection (and its staging table) to itself; while one commits, the next
         # batch is already being copied on another, so commit latency does not cap throughput.
@@ -147,6 +153,18 @@ class Worker:
             self._has_work.set()
         return taken
 
+    def _take_new(self, entries: list[list[Any]]) -> None:
+        """First deliveries, as [id, [field, value]] lists straight from the reply."""
+        now = time.monotonic()
+        held, append = self.held, self.buffer.append
+        for stream_id, fields in entries:
+            if stream_id in held:
+                continue
+            held.add(stream_id)
+            append(Held(stream_id, fields[1] if fields and fields[0] == keys.FIELD else None, now, 1))
+        if entries:
+            self._has_work.set()
+
     async def _wait_for_room(self) -> int:
         while self._reading:
             room = self._capacity - len(self.buffer)
@@ -186,8 +204,10 @@ class Worker:
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
                 continue
             backoff = 0.05
-            for _, entries in reply or []:
-                self._take(entries, None)
+            if reply:
+                # A map under RESP3, a list of [stream, entries] pairs under RESP2.
+                for entries in reply.values() if isinstance(reply, dict) else (pair[1] for pair in reply):
+                    self._take_new(entries)
 
     async def _replay_own_pending(self) -> None:
         """Entries delivered to this consumer name and never acknowledged: the last run died with them."""
@@ -286,7 +306,9 @@ class Worker:
         while True:
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    await self._ack_script(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, *ids], client=pipe)
+                    await self._ack_script(
+                        keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids)], client=pipe
+                    )
                     pipe.hincrby(keys.STATS, "rows_written", written)
                     if dead:
                         pipe.hincrby(keys.STATS, "dead_letters", dead)
