@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tenk.lab._toml import Where, load
+from tenk.lab._tomlpos import locate
 from tenk.lab.errors import ConfigError
 from tenk.lab.mixes import Mix, load_mix
 
@@ -242,7 +243,7 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
         allow_multi = where.boolean(raw, "allow_multi", False)
         config = _apply(previous, where, raw)
         changes = tuple(diff(previous, config)) if index > 0 else ()
-        line = where.error("label", "").line
+        line = locate(text, "rung", index, "label")
         if len(changes) > 1 and not allow_multi:
             listed = "; ".join(str(c) for c in changes)
             raise ConfigError(

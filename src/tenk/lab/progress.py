@@ -42,14 +42,19 @@ class QuietProgress:
         return None
 
 
+def _steps_table() -> Table:
+    table = Table(box=None, pad_edge=False)
+    for column in ("phase", "rate", "rps", "p50 ms", "p99 ms", "errors", "gen CPU", "verdict"):
+        table.add_column(column, justify="left" if column in ("phase", "verdict") else "right")
+    return table
+
+
 class RichProgress:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console()
         self._header = Text("")
         self._current = Text("")
-        self._done = Table(box=None, pad_edge=False)
-        for column in ("phase", "rate", "rps", "p50 ms", "p99 ms", "errors", "gen CPU", "verdict"):
-            self._done.add_column(column, justify="right" if column not in ("phase", "verdict") else "left")
+        self._done = _steps_table()
         self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
         self._live.start()
 
@@ -63,9 +68,7 @@ class RichProgress:
         self._header = Text.assemble(
             ("rung ", "bold"), (f"{index}/{total} ", "bold cyan"), (label, "bold"), f"  [{changed}]"
         )
-        self._done = Table(box=None, pad_edge=False)
-        for column in ("phase", "rate", "rps", "p50 ms", "p99 ms", "errors", "gen CPU", "verdict"):
-            self._done.add_column(column, justify="right" if column not in ("phase", "verdict") else "left")
+        self._done = _steps_table()
         self._live.update(self._render())
 
     def step(self, phase: str, number: int, rate: float, elapsed_s: float, duration_s: float) -> None:

@@ -7,6 +7,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -156,9 +157,7 @@ def run_rung(
                 progress.step(phase, number, rate, elapsed, duration_s)
 
             sampler = TreeSampler(target_pid) if target_pid is not None else None
-            if sampler is not None:
-                sampler.__enter__()
-            try:
+            with sampler if sampler is not None else nullcontext():
                 if config.engine == "wrk":
                     figures, raw = run_wrk(
                         mix, connections=config.connections, duration_s=duration_s, base_url=base_url,
@@ -170,9 +169,6 @@ def run_rung(
                         api_key=api_key, run_id=f"{run_id}-{phase}{number}", workdir=step_dir, log=log,
                         cpus=helper_cpus, segment=options.segment, on_tick=tick,
                     )  # fmt: skip
-            finally:
-                if sampler is not None:
-                    sampler.__exit__(None, None, None)
             server = sampler.stats.to_json() if sampler is not None else {}
             failures = step_failures(figures, config.slo_p99_ms)
             verdict = "generator-bound" if figures.generator_bound else "pass" if not failures else "fail"
