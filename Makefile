@@ -53,6 +53,11 @@ bench-reads: sync system-deps
 	$(BIN)/tenk up
 	$(BIN)/python -m benchmarks.bench_reads $(BENCH_ARGS)
 
+## GET /quotes behind a 40/400 ms and a 4 s/22 s mock vendor, tenk vs a sync-handler baseline, and the mock's ceiling.
+bench-upstream: sync system-deps
+	$(BIN)/tenk up
+	$(BIN)/python -m benchmarks.bench_upstream $(BENCH_ARGS)
+
 ## Write-behind ingestion vs the direct-INSERT baseline in the same run, on a stack of its own: POST /events,
 ## /events/batch of 500, one worker's rows/s into Postgres, accept-to-visible lag at 5,000 events/s.
 bench-ingest: sync system-deps

@@ -95,11 +95,15 @@ def slow_vendor(tmp_path: Path) -> Iterator[MockUpstreamProcess]:
 
 @pytest.fixture
 def pinned_here() -> Iterator[None]:
-    """Run this test's own probes off the API's core, and put the affinity back afterwards."""
+    """Run this test's probes on the API's core, and put the affinity back afterwards.
+
+    The load (the parker and the vendor) has the other core to itself: a probe sharing a core with the
+    load generator would measure the load generator. A blocking probe and the API take turns anyway.
+    """
     before = os.sched_getaffinity(0)
     if len(before) < 2:
         pytest.skip("needs two cores: one for the API, one for the load")
-    os.sched_setaffinity(0, OTHER_CPUS)
+    os.sched_setaffinity(0, {int(API_CPU)})
     try:
         yield
     finally:
