@@ -43,6 +43,10 @@ def other_cpus(target_cpus: str) -> str | None:
     return ",".join(str(c) for c in rest) if rest else None
 
 
+def cpu_set(cpus: str) -> set[int]:
+    return _expand(cpus)
+
+
 def _expand(cpus: str) -> set[int]:
     out: set[int] = set()
     for part in cpus.split(","):

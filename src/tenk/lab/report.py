@@ -85,6 +85,7 @@ def rung_rows(results: dict[str, Any]) -> list[dict[str, str]]:
                 "CPU cores": f"{server['cpu_cores_mean']:.2f}" if server.get("cpu_cores_mean") is not None else "-",
                 "CPU ms/req": _fmt_float(cpu_ms_per_request(rung)),
                 "RSS MB": f"{server['rss_mb_max']:.0f}" if server.get("rss_mb_max") is not None else "-",
+                "neighbour cores": f"{server['neighbour_cores_mean']:.2f}" if "neighbour_cores_mean" in server else "-",
                 "gen CPU": f"{figures['generator_util']:.0%}",
                 "delta vs prev": delta,
                 "x vs first": times_first,
@@ -140,7 +141,8 @@ def markdown(results: dict[str, Any]) -> str:
         "## Rungs\n",
         md_table(rung_rows(results)),
         "\nCPU and RSS are the target's process tree (mean cores busy, peak RSS), sampled every second; "
-        "CPU ms/req is CPU time per completed request. "
+        "CPU ms/req is CPU time per completed request. `neighbour cores` is how busy the target's CPUs were "
+        "with other processes: above 0.15 the rung is marked contended. "
         "`gen CPU` is the load generator's share of its own cores; above 80 %, or with dropped iterations, "
         "a run is generator-bound and not a server figure. Latencies are from the open-loop (k6) run "
         "(for capacity rungs: the highest passing step).\n",
@@ -166,6 +168,8 @@ def markdown(results: dict[str, Any]) -> str:
                 "errors": f"{step['figures']['error_rate']:.2%}",
                 "dropped": str(step["figures"]["dropped"]),
                 "gen CPU": f"{step['figures']['generator_util']:.0%}",
+                "target CPU": f"{step['server'].get('cpu_cores_mean', 0):.2f}",
+                "neighbours": f"{step['server'].get('neighbour_cores_mean', 0):.2f}",
                 "result": "pass" if step["passed"] else "fail: " + "; ".join(step["reasons"]),
             }
             for label, step in steps

@@ -19,6 +19,7 @@ from tenk.lab.k6 import run_k6
 from tenk.lab.ladder import Ladder, Rung
 from tenk.lab.mixes import Mix
 from tenk.lab.processes import (
+    cpu_set,
     ensure_stack,
     other_cpus,
     process_set,
@@ -33,6 +34,8 @@ from tenk.lab.wrk import run_wrk
 
 # Start-up, warm-up gaps, k6 graceful stop: the per-rung time beyond the measured seconds.
 RUNG_OVERHEAD_S = 12.0
+# Other processes busy on the target's CPUs beyond this many cores make the rung's figures suspect.
+NEIGHBOUR_NOTE_CORES = 0.15
 
 
 @dataclass
@@ -156,7 +159,7 @@ def run_rung(
             def tick(elapsed: float) -> None:
                 progress.step(phase, number, rate, elapsed, duration_s)
 
-            sampler = TreeSampler(target_pid) if target_pid is not None else None
+            sampler = TreeSampler(target_pid, cpu_set(config.cpus)) if target_pid is not None else None
             with sampler if sampler is not None else nullcontext():
                 if config.engine == "wrk":
                     figures, raw = run_wrk(
@@ -223,6 +226,12 @@ def _rung_result(
         notes.append("closed loop (wrk): latency hides queueing; throughput only")
     if rung.multi_variable:
         notes.append(f"multi-variable rung ({len(rung.changes)} changes): no single cause")
+    neighbours = (server or {}).get("neighbour_cores_mean", 0.0)
+    if neighbours > NEIGHBOUR_NOTE_CORES:
+        notes.append(
+            f"contended: other processes kept {neighbours:.2f} cores of the target's CPUs busy; "
+            "latency and capacity move with them"
+        )
     if capacity is not None:
         value = capacity.capacity
         ok = value > 0

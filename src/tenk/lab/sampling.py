@@ -21,6 +21,8 @@ class ServerStats:
     rss_mb_max: float = 0.0
     rss_mb_last: float = 0.0
     processes: int = 0
+    # Busy cores on the target's CPU set that were not the target: other tenants of those cores.
+    neighbour_cores_mean: float = 0.0
     series: list[dict[str, float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -33,8 +35,10 @@ class TreeSampler:
     Processes that appear mid-run (a server re-spawning a worker) count from their first sample.
     """
 
-    def __init__(self, pid: int, interval_s: float = 1.0) -> None:
+    def __init__(self, pid: int, cpus: set[int] | None = None, interval_s: float = 1.0) -> None:
         self.pid = pid
+        self.cpus = sorted(cpus) if cpus else []
+        self._busy = 0.0
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -59,6 +63,7 @@ class TreeSampler:
             self.stats.cpu_cores_max = round(max(cpu), 3)
             self.stats.rss_mb_max = round(max(point["rss_mb"] for point in series), 1)
             self.stats.rss_mb_last = series[-1]["rss_mb"]
+            self.stats.neighbour_cores_mean = round(sum(p["neighbour_cores"] for p in series) / len(series), 3)
 
     def _tree(self) -> list[psutil.Process]:
         try:
@@ -67,8 +72,21 @@ class TreeSampler:
         except psutil.Error:
             return []
 
+    def _busy_seconds(self) -> float:
+        if not self.cpus:
+            return 0.0
+        per_cpu = psutil.cpu_times(percpu=True)
+        busy = 0.0
+        for cpu in self.cpus:
+            if cpu < len(per_cpu):
+                times = per_cpu[cpu]
+                busy += sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        return busy
+
     def _sample(self, baseline: bool = False) -> None:
         now = time.monotonic()
+        busy = self._busy_seconds()
+        busy_delta, self._busy = busy - self._busy, busy
         cpu_delta = 0.0
         rss = 0
         seen: dict[int, float] = {}
@@ -91,11 +109,14 @@ class TreeSampler:
         self._last = now
         if elapsed < 0.2:
             return
+        target_cores = cpu_delta / elapsed
+        neighbours = max(0.0, busy_delta / elapsed - target_cores) if self.cpus else 0.0
         self.stats.series.append(
             {
                 "t_s": round(now - self._started, 2),
-                "cpu_cores": round(cpu_delta / elapsed, 3),
+                "cpu_cores": round(target_cores, 3),
                 "rss_mb": round(rss / 2**20, 1),
+                "neighbour_cores": round(neighbours, 3),
             }
         )
 
