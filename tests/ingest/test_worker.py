@@ -157,3 +157,21 @@ async def test_sigterm_flushes_what_the_worker_holds(
     assert worker.terminate() == 0, worker.log_tail()
     assert await _rows(stack, "wk-sigterm") == 25
     assert (await client.get("/ingest/stats")).json()["pending"] == 0
+
+
+async def test_insert_mode_one_event_per_flush_writes_the_same_rows(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    # The ladder's "worker that INSERTs each row" rung: no COPY, no batching.
+    spawn_worker(stack, "w-insert", TENK_INGEST_WRITE_MODE="insert", TENK_INGEST_BATCH="1")
+    awkward = 'tab\there, back\\slash \\N, "quotes", ünïcødé'
+    events = [event("wk-insert", str(uuid.uuid4()), i=i, text=awkward) for i in range(12)]
+    for _ in range(2):
+        assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
+
+    async def landed() -> bool:
+        return await _rows(stack, "wk-insert") == 12 and (await client.get("/ingest/stats")).json()["backlog"] == 0
+
+    await eventually(landed, 15, "12 rows, each once")
+    one = (await client.get(f"/events/{events[5]['event_id']}")).json()
+    assert one["payload"] == {"i": 5, "text": awkward}
