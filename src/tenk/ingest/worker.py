@@ -275,6 +275,11 @@ class Worker:
             # Shutting down with Postgres away: these stay pending, for the next run to write.
             self._gave_up = True
             self._has_work.set()
+        except Exception:
+            # Not a data error, not an outage: let go of the batch. Its entries stay pending, turn
+            # idle, and are claimed again, each delivery counted, until the limit dead-letters them.
+            logger.exception("flush of %d entries failed; they will be redelivered", len(taken))
+            self.held.difference_update(held.stream_id for held in taken)
         finally:
             self._idle_writers.put_nowait(writer)
 
