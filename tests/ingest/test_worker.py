@@ -6,6 +6,7 @@ import time
 import uuid
 
 import httpx
+import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
@@ -175,3 +176,36 @@ async def test_insert_mode_one_event_per_flush_writes_the_same_rows(
     await eventually(landed, 15, "12 rows, each once")
     one = (await client.get(f"/events/{events[5]['event_id']}")).json()
     assert one["payload"] == {"i": 5, "text": awkward}
+
+
+async def test_an_entry_delivered_too_often_is_claimed_from_a_dead_consumer_and_dead_lettered(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    event_id = str(uuid.uuid4())
+    entry, _ = codec.parse_one(orjson.dumps(event("wk-ghost", event_id)))
+    redis = Redis.from_url(stack.redis.url)
+    try:
+        await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, entry)
+        # A consumer that read it, kept crashing on it (50 deliveries) and is long gone.
+        reply = await redis.xreadgroup(keys.GROUP, "ghost", {keys.STREAM: ">"})
+        ids = [entry_id for _, entries in _streams(reply) for entry_id, _ in entries]
+        assert ids
+        await redis.xclaim(keys.STREAM, keys.GROUP, "ghost", 0, ids, idle=600_000, retrycount=50)
+        spawn_worker(stack, "w-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200")
+        reason = await eventually(lambda: fetch_reason(stack, event_id), 15, "the dead letter")
+        assert reason == "delivered 51 times"
+        assert await _rows(stack, "wk-ghost") == 0
+        # Everything the ghost held (this entry and anything else it read) was taken over.
+        await eventually(lambda: _ghost_holds_nothing(redis), 10, "the ghost's entries to be claimed")
+        await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost")
+    finally:
+        await redis.aclose()
+
+
+def _streams(reply: object) -> list[tuple[object, list[tuple[bytes, object]]]]:
+    return list(reply.items()) if isinstance(reply, dict) else list(reply)
+
+
+async def _ghost_holds_nothing(redis: Redis) -> bool:
+    consumers = await redis.xinfo_consumers(keys.STREAM, keys.GROUP)
+    return all(c["pending"] == 0 for c in consumers if c["name"] in ("ghost", b"ghost"))
