@@ -75,7 +75,10 @@ TARGETS = [
         "tenk (async, aiohttp session)",
         "tenk.app:create_app",
         True,
-        {"TENK_UPSTREAM_TIMEOUT_S": UPSTREAM_TIMEOUT_S, "TENK_UPSTREAM_MAX_INFLIGHT": "4096"},
+        {
+            "TENK_UPSTREAM_TIMEOUT_S": UPSTREAM_TIMEOUT_S,
+            "TENK_UPSTREAM_MAX_INFLIGHT": "4096",
+        },
     ),
     Target(
         "naive_sync (def handler, httpx.Client per call)",

@@ -26,7 +26,8 @@ from tests.conftest import ServerProcess, Stack
 
 PARKED = 2_000
 PATHS = ("/ping", "/products/1")
-ROUNDS, PROBES_PER_ROUND = 10, 300
+ROUNDS, PROBES_PER_ROUND = 16, 250
+STEADY_AFTER_S = 8.0
 REPO = Path(__file__).resolve().parents[2]
 API_CPU, OTHER_CPUS = "0", {1}
 
@@ -139,9 +140,12 @@ def test_2000_parked_quotes_leave_ping_and_cached_products_unharmed(
         )
         try:
             os.sched_setaffinity(parker.pid, OTHER_CPUS)
-            deadline = time.monotonic() + 30
+            started = time.monotonic()
             held = 0
-            while held < PARKED * 0.97 and time.monotonic() < deadline:
+            # Probe in the steady state: all parked, and answers (p50 4 s) arriving at their full rate.
+            while (held < PARKED * 0.97 or time.monotonic() - started < STEADY_AFTER_S) and (
+                time.monotonic() - started < 40
+            ):
                 time.sleep(0.2)
                 held = slow_vendor.stats()["in_flight"]
             assert held >= PARKED * 0.97, f"only {held} quote calls parked at the vendor"
@@ -157,7 +161,7 @@ def test_2000_parked_quotes_leave_ping_and_cached_products_unharmed(
     print(f"\nunloaded p99 ms {unloaded}\nloaded p99 ms {loaded}\nparked {held}->{held_after}, RSS {rss_mb:.0f} MB")
     print(f"parker: {summary}")
 
-    assert held_after >= PARKED * 0.95
+    assert held_after >= PARKED * 0.9
     for path, p99 in loaded.items():
         assert p99 <= 1.5 * unloaded[path], f"{path}: p99 {p99:.2f} ms loaded vs {unloaded[path]:.2f} ms unloaded"
     assert rss_mb < 300
