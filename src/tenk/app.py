@@ -15,8 +15,8 @@ from tenk.catalog.routes import router as catalog_router
 from tenk.catalog.service import catalog_lifespan
 from tenk.connections import create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
-from tenk.hotpath import HotPathMiddleware, HotRoute
-from tenk.ingest.hot import IngestFastLane
+from tenk.hotpath import HotRoute, TenkAPI
+from tenk.ingest import hot as ingest_hot
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
 from tenk.ops.body_limit import BodyLimitMiddleware
@@ -32,8 +32,9 @@ from tenk.upstream import hot as upstream_hot
 from tenk.upstream import router as upstream_router
 from tenk.upstream import upstream_lifespan
 
-# GET routes served by the pure-ASGI fast lane in front of FastAPI (see tenk.hotpath).
-HOT_ROUTES: list[HotRoute] = [catalog_hot.ROUTE, upstream_hot.ROUTE]
+# Reads served by the pure-ASGI hot lane in front of FastAPI (see tenk.hotpath), and the ingest writes.
+HOT_READS: list[HotRoute] = [catalog_hot.ROUTE, upstream_hot.ROUTE]
+HOT_WRITES: list[HotRoute] = ingest_hot.ROUTES
 
 DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -67,10 +68,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None) -> TenkAPI:
     settings = settings or get_settings()
     configure_logging(settings.log_level)
-    app = FastAPI(
+    app = TenkAPI(
         title="tenk",
         version=__version__,
         summary="An async Python API stack built for ten thousand requests per second.",
@@ -92,10 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, access_log=settings.access_log)
     app.add_middleware(RequestIdMiddleware)
-    # Reads that need auth or an access-log line take the full path; the fast lane does neither.
-    if not (settings.auth_reads or settings.access_log):
-        app.add_middleware(HotPathMiddleware, state=app.state, routes=HOT_ROUTES)
-    # POST /events and /events/batch in their own pure-ASGI lane (see tenk.ingest.hot); it writes no access log.
+    # The hot lane writes no access log, and checks no key on reads: with either on, requests take the full path.
     if not settings.access_log:
-        app.add_middleware(IngestFastLane, state=app.state, max_body_bytes=settings.max_body_bytes)
+        app.serve_hot(HOT_WRITES + ([] if settings.auth_reads else HOT_READS))
     return app

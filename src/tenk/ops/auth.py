@@ -41,6 +41,15 @@ def check_credentials(credentials: HTTPAuthorizationCredentials | None, accepted
         raise ForbiddenError("API key not accepted", field="header.authorization")
 
 
+def check_authorization_header(value: bytes, accepted_digests: list[str]) -> None:
+    """The same check on a raw `Authorization` header, for the hot lane."""
+    scheme, _, key = value.decode("latin-1").partition(" ")
+    credentials = None
+    if scheme.lower() == "bearer" and key.strip():
+        credentials = HTTPAuthorizationCredentials(scheme=scheme, credentials=key.strip())
+    check_credentials(credentials, accepted_digests)
+
+
 async def require_writer(request: Request) -> None:
     """Dependency for every write route."""
     check_credentials(await bearer_scheme(request), request.app.state.accepted_key_digests)

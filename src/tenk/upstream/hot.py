@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import re
 
-from starlette.datastructures import State
-
-from tenk.hotpath import HotResult, HotRoute
+from tenk.hotpath import HotRequest, HotResult, HotRoute
 from tenk.upstream.schemas import SYMBOL_PATTERN
 
 _SYMBOL = re.compile(SYMBOL_PATTERN)
 
 
-async def quote_by_symbol(state: State, tail: str) -> HotResult:
+async def quote_by_symbol(request: HotRequest) -> HotResult:
     # Anything but a well-formed symbol goes to FastAPI for a proper 422.
-    if _SYMBOL.fullmatch(tail) is None:
+    if _SYMBOL.fullmatch(request.tail) is None:
         return None
-    return 200, await state.quotes.get_quote_json(tail)
+    return 200, await request.state.quotes.get_quote_json(request.tail), None
 
 
-ROUTE = HotRoute("/quotes/", "/quotes/{symbol}", quote_by_symbol)
+ROUTE = HotRoute("GET", "/quotes/{symbol}", quote_by_symbol)
