@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -29,17 +28,15 @@ import time
 from pathlib import Path
 
 import asyncpg
-import httpx
 import psutil
 from redis import Redis
 
+from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, start_process, stop
 from tenk.ingest import keys
 from tenk.ops.auth import digest
-from tenk.serving import server_argv
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
 from tenk.stack.migrate import migrate
 
-API_CPU, LOAD_CPU = "0", "1"
 KEY = "tk_bench_ingest"
 EVENT = {"source": "bench", "ts": "2026-01-01T00:00:00Z", "payload": {"user": 42, "action": "click", "path": "/p/7"}}
 LAG_EVENT = {**EVENT, "source": "lag"}
@@ -58,40 +55,9 @@ def _wrk_lua(path: str, body: bytes) -> str:
 
 
 def _wrk(url: str, lua: Path, seconds: int, connections: int) -> dict[str, float]:
-    out = subprocess.run(
-        [
-            "taskset",
-            "-c",
-            LOAD_CPU,
-            "wrk",
-            "-t1",
-            f"-c{connections}",
-            f"-d{seconds}s",
-            "--latency",
-            "-s",
-            str(lua),
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-    def latency_ms(label: str) -> float:
-        match = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        return float(match.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[match.group(2)] if match else float("nan")
-
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    total = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    bad = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, errors.groups())) if errors else 0)
-    return {
-        "rps": rps * (total - bad) / total if total else 0.0,
-        "p50_ms": latency_ms("50%"),
-        "p99_ms": latency_ms("99%"),
-        "error_pct": 100 * bad / total if total else 100.0,
-    }
+    figures = run_wrk(url, lua, seconds, connections)
+    figures["rps"] = figures["ok_rps"]  # accepted/s: only 202s count
+    return figures
 
 
 def _k6_script(base: str, rate: int, seconds: int, batch: int) -> str:
@@ -109,36 +75,8 @@ export default function () {{ http.post('{base}/events/batch', body, params); }}
 """
 
 
-def _start(argv: list[str], env: dict[str, str], log: Path, cpus: str | None) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            (["taskset", "-c", cpus] if cpus else []) + argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT
-        )
-
-
 def _serve(app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    argv = server_argv(app, "granian", host="127.0.0.1", port=port, workers=1, factory=True)
-    process = _start(argv, env, log, API_CPU)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/docs", timeout=0.5).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"{app} did not start; see {log}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
+    return serve_pinned(app, env, log, ready_path="/docs")
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -184,7 +122,7 @@ def _drain(
 ) -> tuple[subprocess.Popen[bytes], dict[str, float]]:
     """Start one worker on a full backlog; rows/s from its first written row until the backlog is empty."""
     backlog = _backlog(redis)
-    worker = _start([str(VENV_BIN / "tenk"), "worker", "--name", "bench"], env, log, None)
+    worker = start_process([str(VENV_BIN / "tenk"), "worker", "--name", "bench"], env, log, None)
     first: tuple[float, int, float] | None = None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -263,7 +201,7 @@ def _round(
         _wrk(base, single, 2, args.connections)
         figures["baseline"] = _measured(process, base, single, args.seconds, args.connections)
     finally:
-        _stop(process)
+        stop(process)
 
     process, base = _serve("tenk.app:create_app", env, workdir / "api.log")
     worker = None
@@ -277,8 +215,8 @@ def _round(
         figures["lag"] = _lag(base, redis, dsn, workdir, args.lag_rate, args.lag_seconds, args.lag_batch)
     finally:
         if worker is not None:
-            _stop(worker)
-        _stop(process)
+            stop(worker)
+        stop(process)
     return figures
 
 

@@ -16,18 +16,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from tenk.serving import server_argv
+from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, stop
 from tenk.settings import Settings
-from tenk.stack import free_port
 from tenk.stack.seed import _ADJECTIVES, _NOUNS
 
-API_CPU, LOAD_CPU = "0", "1"
 HELLO_APP = "benchmarks.hello:app"
 
 
@@ -103,68 +100,16 @@ def _cases(products: int, cursors: list[str]) -> list[Case]:
     ]
 
 
-def _wrk(url: str, lua: Path, seconds: int, connections: int) -> dict[str, float]:
-    out = subprocess.run(
-        [
-            "taskset",
-            "-c",
-            LOAD_CPU,
-            "wrk",
-            "-t1",
-            f"-c{connections}",
-            f"-d{seconds}s",
-            "--latency",
-            "-s",
-            str(lua),
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-    def latency_ms(label: str) -> float:
-        match = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        if not match:
-            return float("nan")
-        return float(match.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[match.group(2)]
-
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    total = float(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    bad = (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, errors.groups())) if errors else 0)
-    return {"rps": rps, "p50_ms": latency_ms("50%"), "p99_ms": latency_ms("99%"), "error_pct": 100 * bad / total}
-
-
 def _start(case: Case, server: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    argv = server_argv(
+    ready = "/" if case.app == HELLO_APP else "/health"
+    return serve_pinned(
         case.app,
-        server,
-        host="127.0.0.1",
-        port=port,
-        workers=1,  # type: ignore[arg-type]
+        {**env, **case.env},
+        log,
         factory=case.factory,
+        server=server,  # type: ignore[arg-type]
+        ready_path=ready,
     )
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            ["taskset", "-c", API_CPU, *argv],
-            env={**env, **case.env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=Path(__file__).resolve().parent.parent,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(base + ("/" if case.app == HELLO_APP else "/health"), timeout=0.5)
-            return process, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"{case.name}: server did not start; see {log}")
 
 
 def _task_cursors(base: str, pages: int) -> list[str]:
@@ -211,8 +156,7 @@ def main() -> None:
     try:
         cursors = _task_cursors(base, 400)
     finally:
-        cursor_probe.terminate()
-        cursor_probe.wait(15)
+        stop(cursor_probe)
 
     results: dict[str, dict[str, list[dict[str, float]]]] = {}
     cases = [c for c in _cases(args.products, cursors) if not args.only or args.only in c.name]
@@ -224,14 +168,13 @@ def main() -> None:
                 process, base = _start(case, server, env, workdir / f"{server}.log")
                 try:
                     if case.warm_lua:
-                        _wrk(base, lua, max(4, args.seconds // 2), args.connections)
-                    _wrk(base, lua, 2, args.connections)
-                    figures = _wrk(base, lua, args.seconds, args.connections)
+                        run_wrk(base, lua, max(4, args.seconds // 2), args.connections)
+                    run_wrk(base, lua, 2, args.connections)
+                    figures = run_wrk(base, lua, args.seconds, args.connections)
                     if case.app != HELLO_APP and (ratio := _hit_ratio(base)) is not None:
                         figures["local_hit_ratio"] = ratio
                 finally:
-                    process.terminate()
-                    process.wait(15)
+                    stop(process)
                 results.setdefault(server, {}).setdefault(case.name, []).append(figures)
                 print(
                     f"round {round_number} {server:8} {case.name:45} {figures['rps']:>9.0f} rps "
