@@ -27,13 +27,14 @@ from tenk.ops.request_id import RequestIdMiddleware
 from tenk.search.routes import router as search_router
 from tenk.search.service import search_lifespan
 from tenk.settings import Settings, get_settings
+from tenk.tasks import hot as tasks_hot
 from tenk.tasks.routes import router as tasks_router
 from tenk.upstream import hot as upstream_hot
 from tenk.upstream import router as upstream_router
 from tenk.upstream import upstream_lifespan
 
 # Reads served by the pure-ASGI hot lane in front of FastAPI (see tenk.hotpath), and the ingest writes.
-HOT_READS: list[HotRoute] = [catalog_hot.ROUTE, upstream_hot.ROUTE]
+HOT_READS: list[HotRoute] = [catalog_hot.ROUTE, tasks_hot.ROUTE, upstream_hot.ROUTE]
 HOT_WRITES: list[HotRoute] = ingest_hot.ROUTES
 
 DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]

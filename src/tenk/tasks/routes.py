@@ -10,6 +10,7 @@ from tenk.errors import NotFoundError
 from tenk.ops.auth import require_reader, require_writer
 from tenk.pagination import cursor_codec, keyset_page
 from tenk.tasks import queries
+from tenk.tasks.hot import DEFAULT_LIMIT, MAX_LIMIT
 from tenk.tasks.schemas import Task, TaskIn, TaskPage, TaskPatch
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
@@ -48,7 +49,7 @@ async def patch_task(task_id: TaskId, patch: TaskPatch, request: Request) -> Res
 async def list_tasks(
     request: Request,
     after: Annotated[str | None, Query(max_length=512, description="Opaque cursor from the previous page.")] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 25,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
 ) -> Response:
     codec = cursor_codec(request.app.state.settings.cursor_secret, "tasks")
     last_id = codec.decode(after, shape=(int,))[0] if after else 0
