@@ -93,11 +93,13 @@ class HotRoute:
 class TenkAPI(FastAPI):
     """FastAPI, with the hot lane in front of everything FastAPI itself wraps around a request."""
 
-    hot_routes: list[HotRoute] = []
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.hot_routes: list[HotRoute] = []
+        self._timers: dict[tuple[HotRoute, int], Callable[[float], None]] = {}
 
     def serve_hot(self, routes: list[HotRoute]) -> None:
         self.hot_routes = routes
-        self._timers: dict[tuple[HotRoute, int], Callable[[float], None]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.hot_routes:
