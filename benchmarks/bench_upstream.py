@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -31,12 +30,9 @@ from pathlib import Path
 import httpx
 import psutil
 
+from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, stop
 from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
-from tenk.serving import server_argv
-from tenk.stack import free_port
 
-API_CPU, LOAD_CPU = "0", "1"
-REPO = Path(__file__).resolve().parent.parent
 UPSTREAM_TIMEOUT_S = "30"
 WRK_LOG: list[str] = []
 
@@ -96,31 +92,6 @@ SCENARIOS = [
 # the 40 threads, behind every request still waiting for its first.
 
 
-def wrk(url: str, lua: Path | None, seconds: int, connections: int, timeout_s: int = 35) -> dict[str, float]:
-    argv = ["taskset", "-c", LOAD_CPU, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
-    argv += [f"--timeout={timeout_s}s", *(["-s", str(lua)] if lua else []), url]
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-    WRK_LOG.append(" ".join(argv) + "\n" + out)
-
-    def latency_ms(label: str) -> float:
-        match = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-        return float(match.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[match.group(2)] if match else float("nan")
-
-    total = re.search(r"(\d+) requests in", out)
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    completed = float(total.group(1)) if total else 0.0
-    return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
-        "ok_rps": (completed - (int(non2xx.group(1)) if non2xx else 0)) / seconds,
-        "p50_ms": latency_ms("50%"),
-        "p99_ms": latency_ms("99%"),
-        "non2xx": float(non2xx.group(1)) if non2xx else 0.0,
-        "timeouts": float(errors.group(4)) if errors else 0.0,
-        "socket_errors": float(sum(map(int, errors.groups()[:3]))) if errors else 0.0,
-    }
-
-
 class Sampler(threading.Thread):
     """Samples the API's RSS and the vendor's parked count until stopped; CPU from cpu_times deltas."""
 
@@ -162,34 +133,13 @@ class Sampler(threading.Thread):
 
 
 def start_api(target: Target, mock: MockUpstreamProcess, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    argv = server_argv(target.app, "granian", host="127.0.0.1", port=port, workers=1, factory=target.factory)
     env = {**os.environ, "TENK_LOG_LEVEL": "WARNING", "TENK_UPSTREAM_URL": mock.url, **target.env}
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            ["taskset", "-c", API_CPU, *argv], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"{target.name} exited; see {log}")
-        try:
-            if httpx.get(base + "/health", timeout=0.5).status_code < 500:
-                return process, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"{target.name}: server did not start; see {log}")
+    return serve_pinned(target.app, env, log, factory=target.factory)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(5)
+def wrk(url: str, lua: Path | None, seconds: int, connections: int) -> dict[str, float]:
+    # Long enough that wrk itself never gives up before the 30 s upstream timeout does.
+    return run_wrk(url, lua, seconds, connections, timeout_s=35, transcript=WRK_LOG)
 
 
 def run_scenario(scenario: Scenario, target: Target, workdir: Path, lua: Path) -> dict[str, float]:
