@@ -13,7 +13,7 @@ $(TOOLS)/bin/uv:
 	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv
 
 sync: | $(UV)
-	$(UV) sync --frozen --no-dev
+	$(UV) sync --frozen --no-dev --inexact
 
 sync-dev: | $(UV)
 	$(UV) sync --frozen
