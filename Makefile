@@ -66,7 +66,7 @@ bench-ingest: sync system-deps
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.
 lab: sync
-	$(BIN)/tenk lab run --preset async-ladder --results $(CURDIR)/results $(LAB_ARGS)
+	$(BIN)/tenk lab run --preset async-ladder $(LAB_ARGS)
 
 clean:
 	rm -rf .tenk/tools $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -25,6 +25,8 @@ def server_argv(
     access_log: bool = False,
 ) -> list[str]:
     bin_dir = Path(sys.executable).parent
+    # Servers log each request at INFO: a quieter level would silence the access log that was asked for.
+    log_level = "info" if access_log else "warning"
     if server == "granian":
         argv = [
             str(bin_dir / "granian"),
@@ -43,7 +45,7 @@ def server_argv(
             "--backpressure",
             str(BACKLOG),
             "--log-level",
-            "warning",
+            log_level,
             "--workers-kill-timeout",
             "10",
         ]
@@ -66,7 +68,7 @@ def server_argv(
             "--backlog",
             str(BACKLOG),
             "--log-level",
-            "warning",
+            log_level,
             "--timeout-graceful-shutdown",
             "10",
         ]
@@ -85,7 +87,7 @@ def server_argv(
         "--backlog",
         str(BACKLOG),
         "--log-level",
-        "warning",
+        log_level,
         "--graceful-timeout",
         "10",
     ]
