@@ -74,7 +74,8 @@ def run(
         console = Console()
         progress = QuietProgress() if quiet else RichProgress(console)
         out = run_ladder(
-            ladder, RunOptions(results_root=results_root.resolve(), segment=segment, base_url=base_url, progress=progress)
+            ladder,
+            RunOptions(results_root=results_root.resolve(), segment=segment, base_url=base_url, progress=progress),
         )
     except LabError as exc:
         raise click.ClickException(exc.message) from None
