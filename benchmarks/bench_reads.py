@@ -63,6 +63,7 @@ def _every_id_lua(products: int) -> str:
 def _cases(products: int, cursors: list[str]) -> list[Case]:
     words = ", ".join(json.dumps(w) for w in (*_ADJECTIVES, *_NOUNS))
     cursor_list = ", ".join(json.dumps(c) for c in cursors) or '""'
+    search = _random_path_lua("/search?q=%s", f"function() local w = {{{words}}} return w[math.random(1, #w)] end")
     every_id = _id_lua(products)
     walk = _every_id_lua(products)
     # The in-process cache must hold the whole seeded range for every read to be a local hit.
@@ -99,12 +100,8 @@ def _cases(products: int, cursors: list[str]) -> list[Case]:
             {},
             1500,
         ),
-        Case(
-            "GET /search?q=",
-            _random_path_lua("/search?q=%s", f"function() local w = {{{words}}} return w[math.random(1, #w)] end"),
-            {},
-            500,
-        ),
+        Case("GET /search?q=, result cache (10 s)", search, {}, 500),
+        Case("GET /search?q=, result cache off", search, {"TENK_SEARCH_CACHE": "false"}, 500),
     ]
 
 
