@@ -21,6 +21,7 @@ import pytest
 from fastapi import FastAPI
 
 from tenk.app import create_app
+from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
 from tenk.ops.auth import digest
 from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
@@ -190,3 +191,19 @@ def spawn_api(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
             server_process.process.wait(15)
         except subprocess.TimeoutExpired:
             server_process.process.kill()
+
+
+@pytest.fixture(scope="module")
+def mock_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockUpstreamProcess]:
+    """A real `tenk mock-upstream` process for the module, at zero delay."""
+    log = tmp_path_factory.mktemp("mock") / "mock.log"
+    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1) as process:
+        yield process
+
+
+@pytest.fixture
+def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
+    """The module's mock vendor, back at zero delay with fresh counts."""
+    mock_process.set_profile(p50_ms=0, p99_ms=0, error_rate=0, hang_rate=0)
+    mock_process.reset_stats()
+    return mock_process

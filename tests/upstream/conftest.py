@@ -4,32 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 import pytest
 
-from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+from tenk.lab.mock_upstream import MockUpstreamProcess
 from tenk.settings import Settings
 from tests.conftest import Stack
 
 QuotesClient = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
-@pytest.fixture(scope="module")
-def mock_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockUpstreamProcess]:
-    log = tmp_path_factory.mktemp("mock") / "mock.log"
-    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1) as process:
-        yield process
-
-
-@pytest.fixture
-def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
-    """The module's mock vendor, back at zero delay with fresh counts."""
-    mock_process.set_profile(p50_ms=0, p99_ms=0, error_rate=0, hang_rate=0)
-    mock_process.reset_stats()
-    return mock_process
 
 
 @pytest.fixture

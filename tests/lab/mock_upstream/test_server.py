@@ -5,28 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
 
 import aiohttp
 import httpx
 import pytest
 
-from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
-
-
-@pytest.fixture(scope="module")
-def mock_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockUpstreamProcess]:
-    log = tmp_path_factory.mktemp("mock") / "mock.log"
-    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1) as process:
-        yield process
-
-
-@pytest.fixture
-def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
-    """The module's mock, back at zero delay with fresh counts."""
-    mock_process.set_profile(p50_ms=0, p99_ms=0, error_rate=0, hang_rate=0)
-    mock_process.reset_stats()
-    return mock_process
+from tenk.lab.mock_upstream import MockUpstreamProcess
 
 
 def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> None:
