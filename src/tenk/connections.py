@@ -7,10 +7,16 @@ import logging
 import asyncpg
 import orjson
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.exceptions import RedisError
 
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.connections")
+
+# What a Redis call raises when Redis is down or drops the connection. RuntimeError is in it because
+# redis-py under uvloop raises "unable to perform operation on <TCPTransport closed=True>" when Redis
+# dies while a connection is being set up; callers treat that as the outage it is, not as a bug.
+REDIS_DOWN: tuple[type[Exception], ...] = (RedisError, OSError, RuntimeError)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:

@@ -20,10 +20,10 @@ from typing import cast
 import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from tenk.catalog import keys, metrics, queries
 from tenk.catalog.settings import CatalogSettings
+from tenk.connections import REDIS_DOWN
 from tenk.errors import error_body
 from tenk.local_cache import LocalCache
 from tenk.ops.metrics import live_gauges
@@ -68,7 +68,7 @@ class CatalogService:
         if self.settings.redis_cache and self.redis_breaker.try_acquire():
             try:
                 value = await self._load_through_redis(product_id)
-            except (RedisError, OSError, TimeoutError) as exc:
+            except REDIS_DOWN as exc:
                 self.redis_breaker.release(ok=False)
                 metrics.REDIS_ERROR.inc()
                 logger.debug("redis read failed: %s", exc)
@@ -124,7 +124,7 @@ class CatalogService:
         metrics.INVALIDATIONS.labels("local_write").inc()
         try:
             await self._invalidate_in_redis(product_id)
-        except (RedisError, OSError, TimeoutError) as exc:
+        except REDIS_DOWN as exc:
             metrics.INVALIDATION_FAILURES.inc()
             logger.warning("redis invalidation of product %s failed (%s); will retry", product_id, exc)
             self._pending_invalidations.add(product_id)

@@ -6,8 +6,8 @@ Each returns (status, JSON body, Retry-After seconds or None), so neither caller
 from __future__ import annotations
 
 import orjson
-from redis.exceptions import RedisError
 
+from tenk.connections import REDIS_DOWN
 from tenk.errors import error_body
 from tenk.ingest import codec
 from tenk.ingest.schemas import MAX_BATCH
@@ -38,7 +38,7 @@ async def accept_one(service: IngestService, body: bytes) -> Outcome:
         return _invalid(exc)
     try:
         await service.producer.add([entry])
-    except (RedisError, OSError):
+    except REDIS_DOWN:
         return 503, _STREAM_DOWN, 1
     return 202, b'{"accepted":1,"ids":["' + event_id.encode() + b'"]}', None
 
@@ -54,6 +54,6 @@ async def accept_batch(service: IngestService, body: bytes, ndjson: bool) -> Out
         return _invalid(exc)
     try:
         await service.producer.add(entries)
-    except (RedisError, OSError):
+    except REDIS_DOWN:
         return 503, _STREAM_DOWN, 1
     return 202, orjson.dumps({"accepted": len(ids), "ids": ids}), None

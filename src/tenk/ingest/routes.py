@@ -6,9 +6,9 @@ from uuid import UUID
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Query, Request
-from redis.exceptions import RedisError
 from starlette.responses import Response
 
+from tenk.connections import REDIS_DOWN
 from tenk.errors import InvalidInputError, NotFoundError, error_response
 from tenk.ingest import keys, queries
 from tenk.ingest.accept import Outcome, accept_batch, accept_one
@@ -137,7 +137,7 @@ async def ingest_stats(request: Request) -> Response:
     try:
         backlog = await service.refresh_backlog()
         totals: dict[bytes, bytes] = await service.redis.hgetall(keys.STATS)  # type: ignore[assignment]
-    except (RedisError, OSError):
+    except REDIS_DOWN:
         return _redis_down()
     dead_letters = await service.pg.fetchval(queries.DEAD_LETTER_COUNT)
     stats = {k.decode(): v.decode() for k, v in totals.items()}

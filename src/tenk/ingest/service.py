@@ -11,9 +11,8 @@ from typing import Any
 import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-from tenk.connections import create_redis
+from tenk.connections import REDIS_DOWN, create_redis
 from tenk.ingest.producer import StreamProducer
 from tenk.ingest.settings import IngestSettings
 from tenk.ingest.stream import Backlog, ensure_group, read_backlog
@@ -44,7 +43,7 @@ class IngestService:
         while True:
             try:
                 await self.refresh_backlog()
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 # The XADDs fail too while Redis is away; they answer 503 on their own.
                 logger.debug("backlog unreadable: %s", exc)
             await asyncio.sleep(interval)
@@ -83,7 +82,7 @@ async def ingest_lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.ingest = service
     try:
         await prepare_redis(redis, ingest)
-    except (RedisError, OSError) as exc:
+    except REDIS_DOWN as exc:
         logger.warning("redis not ready for ingestion at start-up (%s); POST /events answers 503 until it is", exc)
     service.producer.start()
     watcher = asyncio.create_task(service.watch_backlog(), name="ingest-backlog")

@@ -26,8 +26,9 @@ from contextlib import suppress
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
+from tenk.connections import REDIS_DOWN
 from tenk.ingest import codec, keys, metrics
 from tenk.ingest.settings import IngestSettings
 from tenk.ingest.stream import ensure_group, read_backlog, trim_acknowledged
@@ -134,7 +135,7 @@ class Worker:
             try:
                 await op()
                 return
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 logger.warning("redis unavailable (%s); retrying", exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
@@ -193,12 +194,12 @@ class Worker:
                 # Redis lost the group (restarted without its AOF): make it again and go on.
                 logger.warning("read failed (%s)", exc)
                 if "NOGROUP" in str(exc):
-                    with suppress(RedisError, OSError):
+                    with suppress(*REDIS_DOWN):
                         await ensure_group(self.redis)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
                 continue
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 logger.warning("read failed (%s); retrying", exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
@@ -229,7 +230,7 @@ class Worker:
                     return
                 ids = [row["message_id"] for row in pending]
                 claimed: Any = await self.redis.xclaim(keys.STREAM, keys.GROUP, self.name, 0, ids)
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 logger.warning("replay of pending entries failed (%s); retrying", exc)
                 await asyncio.sleep(0.2)
                 continue
@@ -328,7 +329,7 @@ class Worker:
                     )
                     await pipe.execute()
                 break
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 metrics.FLUSH_RETRIES.inc()
                 if self._give_up_at is not None and time.monotonic() > self._give_up_at:
                     # Written but not acknowledged: the next run writes them again, as no-ops.
@@ -354,7 +355,7 @@ class Worker:
                     next_claim = time.monotonic() + self.ingest.claim_every_ms / 1000
                     await self._touch_held()
                     await self._claim_idle()
-            except (RedisError, OSError) as exc:
+            except REDIS_DOWN as exc:
                 logger.debug("upkeep skipped: %s", exc)
             await asyncio.sleep(every)
 
@@ -398,7 +399,7 @@ class Worker:
 
     async def _leave_group(self) -> None:
         """Remove this consumer if it holds nothing, so that short-lived names don't pile up in the group."""
-        with suppress(RedisError, OSError):
+        with suppress(*REDIS_DOWN):
             for consumer in await self.redis.xinfo_consumers(keys.STREAM, keys.GROUP):
                 name = consumer["name"]
                 if _id_text(name) == self.name and int(consumer["pending"]) == 0:
