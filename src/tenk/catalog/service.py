@@ -21,6 +21,7 @@ import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from tenk.background import cancel_and_wait
 from tenk.catalog import keys, metrics, queries
 from tenk.catalog.settings import CatalogSettings
 from tenk.connections import REDIS_DOWN
@@ -192,6 +193,4 @@ async def catalog_lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         live_gauges.remove("tenk_breaker_state", service.gauges)
-        listener.cancel()
-        with suppress(asyncio.CancelledError):
-            await listener
+        await cancel_and_wait(listener)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import suppress
 
 from redis.asyncio import Redis
 
+from tenk.background import cancel_and_wait
 from tenk.ingest import keys
 
 logger = logging.getLogger("tenk.ingest.producer")
@@ -32,10 +32,7 @@ class StreamProducer:
         self._sender = asyncio.create_task(self._send_forever(), name="ingest-producer")
 
     async def stop(self) -> None:
-        if self._sender is not None:
-            self._sender.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._sender
+        await cancel_and_wait(self._sender)
         for _, waiter in self._queue:
             if not waiter.done():
                 waiter.set_exception(ConnectionError("the API is shutting down"))

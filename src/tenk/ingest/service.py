@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from tenk.background import cancel_and_wait
 from tenk.connections import REDIS_DOWN, create_redis
 from tenk.ingest.producer import StreamProducer
 from tenk.ingest.settings import IngestSettings
@@ -91,8 +92,6 @@ async def ingest_lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         live_gauges.remove("tenk_ingest_backlog", service.gauges)
-        watcher.cancel()
-        with suppress(asyncio.CancelledError):
-            await watcher
+        await cancel_and_wait(watcher)
         await service.producer.stop()
         await redis.aclose()
