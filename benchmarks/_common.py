@@ -37,7 +37,8 @@ def serve_pinned(
 ) -> tuple[subprocess.Popen[bytes], str]:
     """One worker of `app` on API_CPU; returns once `ready_path` answers below 500."""
     port = free_port()
-    argv = server_argv(app, server, host="127.0.0.1", port=port, workers=1, factory=factory)
+    traced = bool(env.get("TENK_OPS_OTEL_ENDPOINT"))
+    argv = server_argv(app, server, host="127.0.0.1", port=port, workers=1, factory=factory, traced=traced)
     process = start_process(argv, env, log, API_CPU)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s

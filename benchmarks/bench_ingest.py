@@ -308,6 +308,7 @@ def main() -> None:
                 "TENK_DATABASE_URL": pg.url,
                 "TENK_REDIS_URL": redis_server.url,
                 "TENK_API_KEYS": digest(KEY),
+                "TENK_CURSOR_SECRET": "bench-ingest",
                 "TENK_DATA_DIR": str(workdir / "data"),
                 "TENK_LOG_LEVEL": "WARNING",
                 "TENK_INGEST_DURABILITY": args.durability,

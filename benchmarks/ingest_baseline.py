@@ -15,11 +15,11 @@ from tenk.connections import create_pg_pool
 from tenk.errors import error_response, install_error_handlers
 from tenk.ingest import codec, queries
 from tenk.ops.auth import require_writer
-from tenk.settings import get_settings
+from tenk.settings import Settings
 
 
 def create_app() -> FastAPI:
-    settings = get_settings()
+    settings = Settings()  # a server calls this factory: the entry point reads the tree
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,15 +24,29 @@ from tenk.app import create_app
 from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
 from tenk.ops.auth import digest
 from tenk.settings import Settings
-from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
+from tenk.stack import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    Spawned,
+    start_http_server,
+    start_on_free_port,
+)
+from tenk.stack._ports import PortTakenError
 from tenk.stack.migrate import migrate
+from tenk.stack.redis_cluster import LocalRedisCluster, free_cluster_ports
 from tenk.stack.seed import seed
+
+# The PgBouncer fixtures, shared by the stack and ingest pooler tests.
+pytest_plugins = ["tests.stack.pgbouncer"]
 
 TEST_API_KEY = "tk_test_key_for_the_suite"
 AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
+TEST_CURSOR_SECRET = "cursor-secret-for-the-suite"
 SEED_PRODUCTS = 2_000
 SEED_TASKS = 300
 VENV_BIN = Path(sys.executable).parent
+# Generous: a server listens within seconds, but a shared 2-core machine can slow start-up several-fold.
+SERVER_START_S = 60.0
 
 
 @dataclass
@@ -50,6 +64,7 @@ class Stack:
                 "TENK_DATABASE_URL": self.pg.url,
                 "TENK_REDIS_URL": self.redis.url,
                 "TENK_API_KEYS": digest(TEST_API_KEY),
+                "TENK_CURSOR_SECRET": TEST_CURSOR_SECRET,
                 "TENK_DATA_DIR": str(self.root / "data"),
                 "TENK_LOG_LEVEL": "WARNING",
             }
@@ -59,26 +74,42 @@ class Stack:
         return env
 
     def settings(self, **overrides: object) -> Settings:
+        """The settings tree for an app on this stack. A branch's overrides are merged into it:
+        `stack.settings(ingest={"max_backlog": 10})` keeps the other ingest settings as they are."""
         values: dict[str, object] = {
-            "database_url": self.pg.url,
-            "redis_url": self.redis.url,
+            "database": {"url": self.pg.url},
+            "redis": {"url": self.redis.url},
             "api_keys": [digest(TEST_API_KEY)],
+            "cursor_secret": TEST_CURSOR_SECRET,
             "data_dir": self.root / "data",
             "log_level": "WARNING",
         }
-        values.update(overrides)
-        return Settings(**values)  # type: ignore[arg-type]
+        # Settings ignores unknown names (the environment holds other TENK_* too): a misspelt or flat
+        # name here would silently test the defaults instead.
+        unknown = set(overrides) - set(Settings.model_fields)
+        assert not unknown, f"not settings: {sorted(unknown)} (branches take dicts: redis={{'url': ...}})"
+        return Settings.model_validate(_merged(values, overrides))
 
     def stop(self) -> None:
         self.pg.stop()
         self.redis.stop()
 
 
+def _merged(base: dict[str, object], overrides: dict[str, object]) -> dict[str, object]:
+    merged = dict(base)
+    for name, value in overrides.items():
+        below = merged.get(name)
+        if isinstance(below, dict) and isinstance(value, dict):
+            merged[name] = _merged(below, value)
+        else:
+            merged[name] = value
+    return merged
+
+
 def start_stack(root: Path, products: int = SEED_PRODUCTS, tasks: int = SEED_TASKS, **redis_kwargs: object) -> Stack:
-    pg = EmbeddedPostgres(root / "postgres", free_port())
-    redis = EmbeddedRedis(root / "redis", free_port(), **redis_kwargs)  # type: ignore[arg-type]
-    pg.start()
-    redis.start()
+    # A port can be taken between choosing and binding it (other runs share the machine): retry on another.
+    pg = start_on_free_port(lambda port: EmbeddedPostgres(root / "postgres", port))
+    redis = start_on_free_port(lambda port: EmbeddedRedis(root / "redis", port, **redis_kwargs))  # type: ignore[arg-type]
     asyncio.run(migrate(pg.url))
     asyncio.run(seed(pg.url, products, tasks))
     return Stack(root, pg, redis)
@@ -87,6 +118,35 @@ def start_stack(root: Path, products: int = SEED_PRODUCTS, tasks: int = SEED_TAS
 def _short_tmp(prefix: str) -> Path:
     # Unix socket paths are limited to ~100 bytes; pytest's tmp paths can be longer.
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+@pytest.fixture
+def stack_root() -> Iterator[Path]:
+    """An empty directory to use as a tenk data dir: a short path (Unix sockets), private, removed after."""
+    root = _short_tmp("tenk-t-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalRedisCluster]:
+    """3 masters and 3 replicas on 127.0.0.1 (Redis >= 7), started once for the `cluster` tests."""
+    root = _short_tmp("tenk-cluster-")
+    for attempt in range(3):
+        # Ports can be taken between choosing and binding them: start over on fresh ones.
+        cluster = LocalRedisCluster(root / f"cluster-{attempt}", free_cluster_ports(6), masters=3)
+        try:
+            cluster.start()
+            break
+        except (PortTakenError, RuntimeError, TimeoutError):
+            cluster.stop()
+            if attempt == 2:
+                raise
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -100,16 +160,23 @@ def stack() -> Iterator[Stack]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def private_stack() -> Iterator[Stack]:
-    """A stack of this test's own, for tests that stop or crash a server."""
-    root = _short_tmp("tenk-priv-")
+@contextmanager
+def own_stack(prefix: str = "tenk-priv-") -> Iterator[Stack]:
+    """A small stack nobody else uses: for tests that stop a server, or change and delete data at will."""
+    root = _short_tmp(prefix)
     started = start_stack(root, products=200, tasks=50)
     try:
         yield started
     finally:
         started.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def private_stack() -> Iterator[Stack]:
+    """A stack of this test's own, for tests that stop or crash a server."""
+    with own_stack() as started:
+        yield started
 
 
 async def _client_for(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
@@ -135,29 +202,18 @@ def app_client_factory() -> Callable[[Settings], AsyncIterator[httpx.AsyncClient
 @dataclass
 class ServerProcess:
     base_url: str
-    process: subprocess.Popen[bytes]
-    log: Path
+    server: Spawned
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.server.process
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.server.pid
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-def wait_http_ok(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"process exited with {process.returncode} before {url} answered")
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer 200 within {timeout}s")
+        return self.server.log_tail(lines)
 
 
 @pytest.fixture
@@ -166,22 +222,19 @@ def spawn_api(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     started: list[ServerProcess] = []
 
     def spawn(stack: Stack, server: str = "uvicorn", workers: int = 1, **env: str) -> ServerProcess:
-        port = free_port()
-        log = tmp_path / f"api-{port}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [str(VENV_BIN / "tenk"), "serve", "--server", server, "--port", str(port), "--workers", str(workers)],
-                env=stack.env(**env),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        server_process = ServerProcess(f"http://127.0.0.1:{port}", process, log)
-        started.append(server_process)
-        try:
-            wait_http_ok(server_process.base_url + "/health", 30, process)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"{exc}\n{server_process.log_tail()}") from None
-        return server_process
+        spawned, base_url = start_http_server(
+            "tenk serve",
+            lambda port: [
+                str(VENV_BIN / "tenk"),
+                "serve",
+                *("--server", server, "--port", str(port), "--workers", str(workers)),
+            ],
+            lambda port: tmp_path / f"api-{port}.log",
+            timeout=SERVER_START_S,
+            env=stack.env(**env),
+        )
+        started.append(ServerProcess(base_url, spawned))
+        return started[-1]
 
     yield spawn
     for server_process in started:

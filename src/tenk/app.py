@@ -4,39 +4,34 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 
 from fastapi import FastAPI
 from fastapi.responses import ORJSONResponse
 from starlette.routing import Route
 
 from tenk import __version__
-from tenk.catalog import hot as catalog_hot
 from tenk.catalog.routes import router as catalog_router
+from tenk.catalog.routes import state_variant as product_state_variant
 from tenk.catalog.service import catalog_lifespan
-from tenk.connections import create_pg_pool, create_redis, pool_gauges
+from tenk.connections import REDIS_DOWN, connect_redis, create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
-from tenk.hotpath import HotRoute, TenkAPI
-from tenk.ingest import hot as ingest_hot
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
-from tenk.ops.body_limit import BodyLimitMiddleware
+from tenk.lane import TenkAPI
+from tenk.models import COMMON_ERRORS, errors_documented
 from tenk.ops.health import router as health_router
 from tenk.ops.logging import configure_logging
 from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
+from tenk.ops.request_body import RequestBodyGuard, writer_routes
 from tenk.ops.request_id import RequestIdMiddleware
+from tenk.pagination import cursor_secret
 from tenk.search.routes import router as search_router
 from tenk.search.service import search_lifespan
-from tenk.settings import Settings, get_settings
-from tenk.tasks import hot as tasks_hot
+from tenk.settings import Settings
 from tenk.tasks.routes import router as tasks_router
-from tenk.upstream import hot as upstream_hot
 from tenk.upstream import router as upstream_router
 from tenk.upstream import upstream_lifespan
-
-# Reads served by the pure-ASGI hot lane in front of FastAPI (see tenk.hotpath), and the ingest writes.
-HOT_READS: list[HotRoute] = [catalog_hot.ROUTE, tasks_hot.ROUTE, upstream_hot.ROUTE]
-HOT_WRITES: list[HotRoute] = ingest_hot.ROUTES
 
 DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -53,6 +48,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stack.push_async_callback(pg.close)
         redis = create_redis(settings)
         stack.push_async_callback(redis.aclose)
+        with suppress(*REDIS_DOWN):
+            await connect_redis(redis)
         app.state.pg = pg
         app.state.redis = redis
         app.state.readiness_probes = {
@@ -75,7 +72,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings | None = None) -> TenkAPI:
-    settings = settings or get_settings()
+    """The app for `settings`; with none (a server calling the factory), the tree read from the environment."""
+    settings = settings or Settings()
     configure_logging(settings.log_level)
     app = TenkAPI(
         title="tenk",
@@ -86,20 +84,33 @@ def create_app(settings: Settings | None = None) -> TenkAPI:
     )
     app.state.settings = settings
     app.state.accepted_key_digests = settings.accepted_key_digests
+    app.state.cursor_secret = cursor_secret(settings)
     install_error_handlers(app)
     app.include_router(health_router)
-    app.include_router(catalog_router)
-    app.include_router(tasks_router)
-    app.include_router(search_router)
-    app.include_router(upstream_router)
-    app.include_router(ingest_router)
+    if not settings.product_route_depends:
+        app.include_router(product_state_variant)  # first, so that FastAPI matches it before the declared route
+    # Every route may answer these, in the one error shape; documented so that clients can rely on it.
+    common_errors = errors_documented(COMMON_ERRORS)
+    for router in (catalog_router, tasks_router, search_router, upstream_router, ingest_router):
+        app.include_router(router, responses=common_errors)
     app.router.routes.append(Route("/metrics", metrics_endpoint, include_in_schema=False))
 
     # Outermost first: the request id exists before anything logs, and metrics time everything inside.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestBodyGuard,
+        max_bytes=settings.max_body_bytes,
+        timeout_s=settings.body_timeout_s,
+        writer_routes=writer_routes(app),
+        accepted_digests=app.state.accepted_key_digests,
+    )
     app.add_middleware(MetricsMiddleware, access_log=settings.access_log)
     app.add_middleware(RequestIdMiddleware)
-    # The hot lane writes no access log, and checks no key on reads: with either on, requests take the full path.
-    if not settings.access_log:
-        app.serve_hot(HOT_WRITES + ([] if settings.auth_reads else HOT_READS))
+    # The lane is derived from the `@hot` routes above (tenk.lane). It writes no access log: with one on,
+    # every request takes FastAPI's path.
+    if settings.hot_lane and not settings.access_log:
+        app.serve_hot(
+            max_body_bytes=settings.max_body_bytes,
+            body_timeout_s=settings.body_timeout_s,
+            auth_reads=settings.auth_reads,
+        )
     return app

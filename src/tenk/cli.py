@@ -8,31 +8,52 @@ import sys
 
 import click
 
-from tenk.lab.cli import lab
-from tenk.settings import Settings, get_settings
+from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis
-from tenk.stack.redis import Durability
 
 
 def _settings() -> Settings:
-    return get_settings()
+    """The settings tree, read from the environment: once per command, then handed down."""
+    return Settings()
 
 
 def _stack(settings: Settings) -> tuple[EmbeddedPostgres | None, EmbeddedRedis | None]:
-    pg = None if settings.database_url else EmbeddedPostgres(settings.data_dir / "postgres", settings.pg_port)
+    database, redis_settings = settings.database, settings.redis
+    pg = None if database.url else EmbeddedPostgres(settings.data_dir / "postgres", database.embedded_port)
+    # Redis's fsync policy (TENK_INGEST_DURABILITY) goes into its config file, so that it survives restarts.
     redis = (
         None
-        if settings.redis_url
-        else EmbeddedRedis(settings.data_dir / "redis", settings.redis_port, appendfsync=_durability())
+        if redis_settings.url
+        else EmbeddedRedis(settings.data_dir / "redis", redis_settings.embedded_port, settings.ingest.durability)
     )
     return pg, redis
 
 
-def _durability() -> Durability:
-    return "always" if os.environ.get("TENK_INGEST_DURABILITY") == "always" else "everysec"
+class _Commands(click.Group):
+    """`tenk lab` is imported only when named: the lab's dependencies (k6, rich, plotly, psycopg, httpx,
+    hdrhistogram) are the `lab` extra, which a service install (the image) leaves out."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), "lab"])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name != "lab":
+            return super().get_command(ctx, cmd_name)
+        try:
+            from tenk.lab.cli import lab
+        except ImportError as exc:
+            return _lab_missing(exc)
+        return lab
 
 
-@click.group()
+def _lab_missing(exc: ImportError) -> click.Command:
+    def refuse() -> None:
+        raise click.ClickException(f"tenk lab needs the lab extra (pip install 'tenk[lab]'): {exc}")
+
+    return click.Command("lab", callback=refuse, help="The lab (needs the `lab` extra: not installed).")
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """tenk: an async API stack for 10k+ RPS, and the lab that measures it."""
 
@@ -41,33 +62,78 @@ def main() -> None:
 @click.option("--seed/--no-seed", default=True, help="Load the demo data into empty tables.")
 @click.option("--products", default=100_000, show_default=True)
 @click.option("--tasks", default=10_000, show_default=True)
-def up(seed: bool, products: int, tasks: int) -> None:
+@click.option(
+    "--topology",
+    type=click.Choice(["single", "cluster"]),
+    default="single",
+    show_default=True,
+    help="cluster: also API nodes behind HAProxy on TENK_PORT, and ingest workers, until `tenk down`.",
+)
+@click.option("--apis", default=2, show_default=True, type=click.IntRange(min=1), help="cluster: API nodes.")
+@click.option(
+    "--ingest-workers", default=2, show_default=True, type=click.IntRange(min=0), help="cluster: `tenk worker`s."
+)
+def up(seed: bool, products: int, tasks: int, topology: str, apis: int, ingest_workers: int) -> None:
     """Start the embedded Postgres and Redis (or use TENK_DATABASE_URL / TENK_REDIS_URL), migrate, seed."""
     from tenk.stack import PortTakenError
-    from tenk.stack.devkey import ensure_dev_key
-    from tenk.stack.migrate import migrate
-    from tenk.stack.seed import seed as seed_data
+    from tenk.stack._private import UnreachableError, make_private
+    from tenk.stack.fleet import FleetRunningError
+    from tenk.stack.haproxy import HAProxyMissingError
+    from tenk.stack.pgbouncer import PgBouncerMissingError
+    from tenk.stack.redis import RedisServerMissingError
 
     settings = _settings()
-    pg, redis = _stack(settings)
     try:
+        make_private(settings.data_dir, server_may_enter=True)
+        if topology == "cluster":
+            _cluster_up(settings, apis, ingest_workers, seed, products, tasks)
+            return
+        pg, redis = _stack(settings)
         for server, name in ((pg, "postgres"), (redis, "redis")):
             if server is None:
                 click.echo(
-                    f"{name}: external ({_redact(settings.database_url if name == 'postgres' else settings.redis_url)})"
+                    f"{name}: external ({_redact(settings.database.url if name == 'postgres' else settings.redis.url)})"
                 )
                 continue
             started = server.start()
             click.echo(f"{name}: {'started' if started else 'already running'} on port {server.port}")
-    except PortTakenError as exc:
+    except (
+        PortTakenError,
+        UnreachableError,
+        RedisServerMissingError,
+        PgBouncerMissingError,
+        HAProxyMissingError,
+        FleetRunningError,
+    ) as exc:
         raise click.ClickException(str(exc)) from None
-    applied = asyncio.run(migrate(settings.resolved_database_url))
+    _prepare_data(settings, settings.resolved_direct_database_url, seed, products, tasks)
+
+
+def _prepare_data(settings: Settings, database_url: str, seed: bool, products: int, tasks: int) -> None:
+    """Migrate, seed, and make sure there is a dev key."""
+    from tenk.stack.devkey import ensure_dev_key
+    from tenk.stack.migrate import migrate
+    from tenk.stack.seed import seed as seed_data
+
+    applied = asyncio.run(migrate(database_url))
     click.echo(f"migrations: {', '.join(applied) if applied else 'up to date'}")
     if seed:
-        written = asyncio.run(seed_data(settings.resolved_database_url, products, tasks))
+        written = asyncio.run(seed_data(database_url, products, tasks))
         click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)")
     key, created = ensure_dev_key(settings.data_dir)
     click.echo(f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}")
+
+
+def _cluster_up(settings: Settings, apis: int, workers: int, seed: bool, products: int, tasks: int) -> None:
+    from tenk.stack.topology import cluster, format_statuses
+
+    topology = cluster(settings, apis, workers)
+    for line in topology.start_stores():
+        click.echo(line)
+    _prepare_data(settings, topology.database_url, seed, products, tasks)
+    topology.fleet.start()
+    click.echo(format_statuses(topology.statuses()))
+    click.echo(f"serving on {topology.fleet.url} (HAProxy); `tenk status` shows every member, `tenk down` stops them")
 
 
 def _redact(url: str) -> str:
@@ -79,8 +145,15 @@ def _redact(url: str) -> str:
 
 @main.command()
 def down() -> None:
-    """Stop the embedded Postgres and Redis (data is kept in TENK_DATA_DIR)."""
-    pg, redis = _stack(_settings())
+    """Stop the embedded Postgres and Redis, and a cluster's members (data is kept in TENK_DATA_DIR)."""
+    from tenk.stack.topology import cluster, is_recorded
+
+    settings = _settings()
+    if is_recorded(settings):
+        for line in cluster(settings).stop():
+            click.echo(line)
+        return
+    pg, redis = _stack(settings)
     for server, name in ((pg, "postgres"), (redis, "redis")):
         if server is not None:
             server.stop()
@@ -89,14 +162,20 @@ def down() -> None:
 
 @main.command()
 def status() -> None:
-    """Show whether the embedded servers run, and where."""
-    pg, redis = _stack(_settings())
+    """Show whether the embedded servers (and a cluster's members) run, and where."""
+    from tenk.stack.topology import cluster, format_statuses, is_recorded
+
+    settings = _settings()
+    if is_recorded(settings):
+        click.echo(format_statuses(cluster(settings).statuses()))
+        return
+    pg, redis = _stack(settings)
     for server, name in ((pg, "postgres"), (redis, "redis")):
         if server is None:
             click.echo(f"{name}: external")
         else:
             state = "running" if server.running() else "stopped"
-            click.echo(f"{name}: {state} on port {server.port} ({server.url})")
+            click.echo(f"{name}: {state} on port {server.port} ({_redact(server.url)})")
 
 
 @main.command()
@@ -104,7 +183,7 @@ def migrate() -> None:
     """Apply pending migrations (safe to run twice)."""
     from tenk.stack.migrate import migrate as run_migrations
 
-    applied = asyncio.run(run_migrations(_settings().resolved_database_url))
+    applied = asyncio.run(run_migrations(_settings().resolved_direct_database_url))
     click.echo(f"applied: {', '.join(applied)}" if applied else "up to date")
 
 
@@ -115,7 +194,7 @@ def seed(products: int, tasks: int) -> None:
     """Load deterministic demo data into empty tables."""
     from tenk.stack.seed import seed as seed_data
 
-    written = asyncio.run(seed_data(_settings().resolved_database_url, products, tasks))
+    written = asyncio.run(seed_data(_settings().resolved_direct_database_url, products, tasks))
     click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written")
 
 
@@ -152,7 +231,12 @@ def serve(server: str | None, workers: int | None, host: str | None, port: int |
         port=port,
         workers=workers,
         access_log=False,
+        traced=bool(settings.ops.otel_endpoint),
     )
+    if settings.drain_s > 0:
+        from tenk.ops.drain import serve_draining
+
+        sys.exit(serve_draining(argv, settings.drain_s))
     exec_server(argv)
 
 
@@ -165,11 +249,13 @@ def settings_command() -> None:
 
 
 @main.command()
-def dev() -> None:
-    """`make run`: the stack, the API, and its helpers, until Ctrl-C."""
+@click.option("--products", default=100_000, show_default=True, help="Demo products `tenk up` seeds.")
+@click.option("--tasks", default=10_000, show_default=True, help="Demo tasks `tenk up` seeds.")
+def dev(products: int, tasks: int) -> None:
+    """`make run`: the stack, the API, and its helpers (restarted if they crash), until Ctrl-C."""
     from tenk.stack.dev import run_dev
 
-    sys.exit(run_dev(_settings()))
+    sys.exit(run_dev(_settings(), products, tasks))
 
 
 @main.command()
@@ -178,9 +264,11 @@ def worker(name: str | None) -> None:
     """Write accepted events from the Redis stream to Postgres (one consumer; run several for more)."""
     from tenk.ingest.worker import run_worker
     from tenk.ops.logging import configure_logging
+    from tenk.ops.tracing import setup_tracing
 
     settings = _settings()
     configure_logging(settings.log_level)
+    setup_tracing("tenk-worker", settings.ops)
     run_worker(settings, name)
 
 
@@ -208,8 +296,6 @@ def mock_upstream(
 
     run(host, port, profile, seed, ready)
 
-
-main.add_command(lab)
 
 if __name__ == "__main__":
     main()

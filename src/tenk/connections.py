@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import unquote, urlsplit
 
 import asyncpg
 import orjson
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from tenk.settings import Settings
+if TYPE_CHECKING:
+    # Only for annotations: tenk.settings imports the domains' models, whose packages import this module.
+    from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.connections")
 
@@ -17,6 +24,53 @@ logger = logging.getLogger("tenk.connections")
 # redis-py under uvloop raises "unable to perform operation on <TCPTransport closed=True>" when Redis
 # dies while a connection is being set up; callers treat that as the outage it is, not as a bug.
 REDIS_DOWN: tuple[type[Exception], ...] = (RedisError, OSError, RuntimeError)
+
+
+def redis_is_down(exc: BaseException) -> bool:
+    """Did Redis fail to answer (unreachable, timed out, loading), as opposed to answering with an error?
+
+    A refusal Redis sends (OOM at maxmemory, WRONGTYPE, NOSCRIPT) proves it is up: a circuit breaker
+    must not count it as an outage.
+    """
+    return isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError, RuntimeError))
+
+
+# What Postgres raises when it is shutting down, failing over, overloaded or unreachable: the request
+# was fine and may succeed if retried (503 + Retry-After), as opposed to a bug or bad input (500/4xx).
+# Server errors are classified by SQLSTATE, so every member of a class counts, including ones asyncpg
+# adds later: 08 connection exception, 53 insufficient resources (too many connections, disk full),
+# 57 operator intervention (admin/crash shutdown, cannot connect now, query cancelled), 58 system
+# error (I/O). Single states from other classes: a failover leaves us on a read-only standby (25006),
+# and serialization failures, deadlocks and lock timeouts are transient by definition.
+_PG_DOWN_CLASSES = frozenset({"08", "53", "57", "58"})
+_PG_DOWN_STATES = frozenset({"25006", "40001", "40P01", "55P03"})
+# The exception families a Postgres call can fail with; `postgres_is_down` tells which members mean "down".
+POSTGRES_ERRORS: tuple[type[Exception], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
+
+
+def postgres_is_down(exc: BaseException) -> bool:
+    """Does this exception from a Postgres call mean "unavailable right now", not "this request is wrong"?"""
+    if isinstance(exc, asyncpg.PostgresError):
+        sqlstate = str(getattr(exc, "sqlstate", "") or "")
+        return sqlstate[:2] in _PG_DOWN_CLASSES or sqlstate in _PG_DOWN_STATES
+    if isinstance(exc, asyncpg.InterfaceError):
+        # Client-side: "connection is closed", "pool is closing", a connection lost mid-query. Its
+        # DataError subclass is different: a query argument asyncpg could not encode is bad input.
+        return not isinstance(exc, ValueError)
+    if isinstance(exc, asyncpg.InternalClientError):
+        # "cannot switch to state N; another operation is in progress": what asyncpg raises on a pooled
+        # connection whose backend was terminated under it (MagicStack/asyncpg#1069). The pool
+        # discards that connection, and the next one works.
+        return True
+    # Refused, reset or unreachable sockets (ConnectionError is an OSError), and connect, pool-acquire
+    # and command timeouts.
+    return isinstance(exc, (OSError, TimeoutError))
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -27,33 +81,128 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
-async def create_pg_pool(settings: Settings) -> asyncpg.Pool:
-    """A pool that still comes up when Postgres is down: the API must start, and `/ready` say why not."""
+def pooler_connect_kwargs(settings: Settings) -> dict[str, Any]:
+    """asyncpg arguments that a transaction-mode pooler needs (TENK_DATABASE_POOLER=transaction).
+
+    The pooler hands each transaction to any server connection, so a statement prepared under a name
+    on one is missing on the next (asyncpg #339, #1058). With no statement cache asyncpg uses only the
+    unnamed statement, whose Parse/Bind/Execute it sends before a single Sync: one transaction, one
+    server connection.
+    """
+    return {"statement_cache_size": 0} if settings.database.pooler == "transaction" else {}
+
+
+async def create_pg_pool(
+    settings: Settings,
+    *,
+    dsn: str | None = None,
+    max_size: int | None = None,
+    server_settings: dict[str, str] | None = None,
+) -> asyncpg.Pool:
+    """A pool that still comes up when Postgres is down: the API must start, and `/ready` say why not.
+
+    `dsn` defaults to the primary (a replica's for read pools); `max_size` and `server_settings` are for
+    a domain's own pool (search: a few connections with a statement timeout); the shared pool takes the
+    defaults. Behind a transaction pooler only application_name and the time zone may go in the startup
+    packet (PgBouncer refuses other parameters): a domain must then set the rest per transaction.
+    """
+    database = settings.database
+    max_size = max_size or database.pool_max
     kwargs = dict(
-        dsn=settings.resolved_database_url,
-        max_size=settings.db_pool_max,
-        command_timeout=settings.db_timeout_s,
-        timeout=settings.db_timeout_s,
+        dsn=dsn or settings.resolved_database_url,
+        max_size=max_size,
+        command_timeout=database.timeout_s,
+        timeout=database.timeout_s,
         init=_init_connection,
-        server_settings={"timezone": "UTC", "application_name": "tenk"},
+        server_settings={"timezone": "UTC", "application_name": "tenk", **(server_settings or {})},
         # Postgres may restart under us; drop idle connections rather than hand out dead ones for long.
         max_inactive_connection_lifetime=60.0,
+        **pooler_connect_kwargs(settings),
     )
     try:
-        return await asyncpg.create_pool(min_size=min(settings.db_pool_min, settings.db_pool_max), **kwargs)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        return await asyncpg.create_pool(min_size=min(database.pool_min, max_size), **kwargs)
+    except POSTGRES_ERRORS as exc:
         logger.warning("postgres unreachable at start-up (%s); the pool will connect lazily", exc)
         return await asyncpg.create_pool(min_size=0, **kwargs)
 
 
-def create_redis(settings: Settings, *, max_connections: int | None = None) -> Redis:
-    pool = BlockingConnectionPool.from_url(
-        settings.resolved_redis_url,
-        max_connections=max_connections or settings.redis_pool_max,
-        timeout=settings.redis_timeout_s,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
+# `redis+cluster://[:password@]host:port[,host:port...]`: a Redis Cluster (or Valkey cluster) reached
+# through any of the listed nodes; `rediss+cluster://` for TLS. Every other URL is one server.
+CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
+
+
+def is_cluster_url(url: str) -> bool:
+    return urlsplit(url).scheme in CLUSTER_SCHEMES
+
+
+def _cluster_from_url(url: str, max_connections: int, **kwargs: Any) -> RedisCluster:
+    parts = urlsplit(url)
+    # urlsplit cannot parse "h1:p1,h2:p2" as one netloc's host and port: split it ourselves.
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    nodes = []
+    for node in hosts.split(","):
+        host, _, port = node.strip().rpartition(":")
+        nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
+    return RedisCluster(
+        startup_nodes=nodes,
+        username=unquote(username) or None,
+        password=unquote(password) or None,
+        ssl=CLUSTER_SCHEMES[parts.scheme],
+        max_connections=max_connections,
+        **kwargs,
     )
+
+
+def redis_from_url(url: str, *, max_connections: int = 64, **kwargs: Any) -> Redis:
+    """The one place that tells a single Redis from a cluster: every domain gets what this returns.
+
+    A cluster client is typed as `Redis` on purpose. Each command tenk sends touches one slot (the
+    keys carry hash tags, see each domain's `keys.py`), so RedisCluster routes it like a single server
+    would answer it; what differs (sharded pub/sub, WAIT on the right connection) is in
+    `tenk.pubsub` and `pinned_to`, beside this function, not in the domains.
+    """
+    if is_cluster_url(url):
+        return cast(Redis, _cluster_from_url(url, max_connections, **kwargs))
+    return Redis.from_url(url, max_connections=max_connections, **kwargs)
+
+
+async def connect_redis(redis: Redis) -> None:
+    """Discover a cluster's nodes and slots now, before the first commands run concurrently.
+
+    redis-py 8.1 lets commands that start together on a client that has not yet mapped the cluster
+    trip over each other's set-up (AttributeError on a connection being torn down, "slot not
+    covered" in pub/sub). A single server needs nothing. Raises the REDIS_DOWN family when the
+    cluster is unreachable: callers carry on, and the client maps it on first use.
+    """
+    if isinstance(redis, RedisCluster):
+        await redis.initialize()
+
+
+def is_cluster(redis: Redis) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
+def pinned_to(redis: Redis, key: str) -> dict[str, Any]:
+    """Keyword arguments that send a keyless command (WAIT) in a pipeline to the node owning `key`.
+
+    WAIT counts the replicas that acknowledged *this connection's* writes, so it must follow the write
+    on the same connection: in one pipeline on a single server, to the key's primary on a cluster.
+    """
+    if isinstance(redis, RedisCluster):
+        return {"target_nodes": redis.get_node_from_key(key)}
+    return {}
+
+
+def create_redis(settings: Settings, *, max_connections: int | None = None, timeout_s: float | None = None) -> Redis:
+    """The shared cache client by default; a domain's own client with its own pool size and timeout."""
+    timeout_s = timeout_s or settings.redis.timeout_s
+    max_connections = max_connections or settings.redis.pool_max
+    timeouts = dict(socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    url = settings.resolved_redis_url
+    if is_cluster_url(url):
+        return redis_from_url(url, max_connections=max_connections, **timeouts)
+    pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s, **timeouts)
     return Redis(connection_pool=pool)
 
 
@@ -64,3 +213,8 @@ def pool_gauges(pool: asyncpg.Pool, name: str) -> list[tuple[dict[str, str], flo
         ({"pool": name, "kind": "in_use"}, float(size - pool.get_idle_size())),
         ({"pool": name, "kind": "max"}, float(pool.get_max_size())),
     ]
+
+
+def reply_text(value: object) -> str:
+    """A Redis reply (stream id, group name, config value) as text, whether the client decodes replies or not."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -5,6 +5,7 @@
     ├── ConflictError             409     conflict
     ├── InvalidInputError         422     invalid_input      (names the field)
     ├── PayloadTooLargeError      413     payload_too_large
+    ├── RequestTimeoutError       408     request_timeout    (the body did not arrive in time)
     ├── UnauthorizedError         401     unauthorized
     ├── ForbiddenError            403     forbidden
     └── UnavailableError          503     unavailable        (sets Retry-After)
@@ -20,13 +21,15 @@ import logging
 import math
 from typing import Any
 
-import asyncpg
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from tenk.connections import POSTGRES_ERRORS, postgres_is_down
+from tenk.reply import Reply, as_response
 from tenk.resilience import BulkheadFullError, CircuitOpenError
 
 logger = logging.getLogger("tenk.errors")
@@ -59,6 +62,10 @@ class PayloadTooLargeError(TenkError):
     status, code = 413, "payload_too_large"
 
 
+class RequestTimeoutError(TenkError):
+    status, code = 408, "request_timeout"
+
+
 class UnauthorizedError(TenkError):
     status, code = 401, "unauthorized"
 
@@ -82,6 +89,17 @@ def error_body(code: str, message: str, fields: list[dict[str, str]] | None = No
     return orjson.dumps({"error": error})
 
 
+def error_reply(
+    status: int,
+    code: str,
+    message: str,
+    fields: list[dict[str, str]] | None = None,
+    retry_after_s: float | None = None,
+) -> Reply:
+    retry_after = max(1, math.ceil(retry_after_s)) if retry_after_s is not None else None
+    return Reply(status, error_body(code, message, fields), retry_after)
+
+
 def error_response(
     status: int,
     code: str,
@@ -89,8 +107,7 @@ def error_response(
     fields: list[dict[str, str]] | None = None,
     retry_after_s: float | None = None,
 ) -> Response:
-    headers = {"Retry-After": str(max(1, math.ceil(retry_after_s)))} if retry_after_s is not None else None
-    return Response(error_body(code, message, fields), status, headers=headers, media_type="application/json")
+    return as_response(error_reply(status, code, message, fields, retry_after_s))
 
 
 def _field_name(loc: tuple[int | str, ...]) -> str:
@@ -118,40 +135,37 @@ async def _on_http_exception(_: Request, exc: Exception) -> Response:
     return response
 
 
-def response_for(exc: Exception) -> Response:
-    """The HTTP response for any exception a handler may raise; a 500 only for true bugs."""
+def reply_for(exc: Exception) -> Reply:
+    """The answer to any exception a handler may raise, in either lane; a 500 only for true bugs."""
     if isinstance(exc, TenkError):
         fields = [{"field": exc.field, "message": exc.message}] if exc.field else None
-        return error_response(exc.status, exc.code, exc.message, fields, exc.retry_after_s)
+        return error_reply(exc.status, exc.code, exc.message, fields, exc.retry_after_s)
     if isinstance(exc, CircuitOpenError):
-        return error_response(503, "circuit_open", str(exc), retry_after_s=exc.retry_after_s or 1.0)
+        return error_reply(503, "circuit_open", str(exc), retry_after_s=exc.retry_after_s or 1.0)
     if isinstance(exc, BulkheadFullError):
-        return error_response(503, "overloaded", str(exc), retry_after_s=1.0)
-    if isinstance(exc, DATABASE_DOWN):
+        return error_reply(503, "overloaded", str(exc), retry_after_s=1.0)
+    if isinstance(exc, ClientDisconnect):
+        # The client went away (or the body guard answered in the app's place): nobody reads this.
+        return error_reply(400, "client_disconnected", "the client disconnected before its body arrived")
+    if postgres_is_down(exc):
         logger.warning("database unavailable: %s", exc.__class__.__name__)
-        return error_response(503, "database_unavailable", "the database is unavailable", retry_after_s=2.0)
+        return error_reply(503, "database_unavailable", "the database is unavailable", retry_after_s=2.0)
     logger.exception("unhandled error", exc_info=exc)
-    return error_response(500, "internal", "internal server error")
+    return error_reply(500, "internal", "internal server error")
+
+
+def response_for(exc: Exception) -> Response:
+    """`reply_for` as a FastAPI response."""
+    return as_response(reply_for(exc))
 
 
 async def _on_exception(_: Request, exc: Exception) -> Response:
     return response_for(exc)
 
 
-# Failures that mean "Postgres is unreachable or overloaded", not "this request is wrong".
-DATABASE_DOWN: tuple[type[Exception], ...] = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    ConnectionError,
-    OSError,
-    TimeoutError,
-)
-
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
-    for exc_type in (TenkError, CircuitOpenError, BulkheadFullError, *DATABASE_DOWN, Exception):
+    # Whole families are routed to `response_for`, which tells "Postgres is down" (503) from a bug (500).
+    for exc_type in (TenkError, CircuitOpenError, BulkheadFullError, ClientDisconnect, *POSTGRES_ERRORS, Exception):
         app.add_exception_handler(exc_type, _on_exception)

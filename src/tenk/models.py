@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 
 def _storable(value: str) -> str:
@@ -34,3 +34,35 @@ class PatchModel(BaseModel):
             if getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null")
         return self
+
+
+class FieldProblem(BaseModel):
+    field: str = Field(description='Where: "path.product_id", "query.limit", "body.sku", "header.authorization".')
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description='Machine-readable: "not_found", "validation_error", "unavailable", ...')
+    message: str
+    fields: list[FieldProblem] | None = Field(None, description="The fields at fault, when there are any.")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer, from either lane (see tenk.errors)."""
+
+    error: ErrorDetail
+
+
+# The errors any route may answer; routes add their own (404, 409, ...) with `errors_documented`.
+COMMON_ERRORS = {
+    401: "No API key where one is needed",
+    403: "API key not accepted",
+    413: "Request body too large",
+    422: "Invalid input: every field at fault is named",
+    503: "A dependency is unavailable or the service is overloaded; see Retry-After",
+}
+
+
+def errors_documented(descriptions: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for error statuses, each with the shared error body's schema."""
+    return {status: {"model": ErrorBody, "description": text} for status, text in descriptions.items()}

@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tenk.ops.tracing import app_factory
 from tenk.settings import ServerName
 
 # Parked requests are cheap in asyncio; don't let the server's own cap (granian's defaults to 1024
@@ -23,8 +24,12 @@ def server_argv(
     workers: int,
     factory: bool = True,
     access_log: bool = False,
+    traced: bool = False,
 ) -> list[str]:
+    """`traced`: the server's environment sets TENK_OPS_OTEL_ENDPOINT (see `tenk.ops.tracing`)."""
     bin_dir = Path(sys.executable).parent
+    if factory:
+        app = app_factory(app, traced)
     # Servers log each request at INFO: a quieter level would silence the access log that was asked for.
     log_level = "info" if access_log else "warning"
     if server == "granian":

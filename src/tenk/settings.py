@@ -1,47 +1,131 @@
-"""Service-wide settings. Each domain keeps its own settings class beside its code (`catalog/settings.py`, ...)."""
+"""The settings tree: one root read from the environment once, with a model per domain beneath it.
+
+Every variable is `TENK_<FIELD>` for the service-wide fields here, and `TENK_<DOMAIN>_<FIELD>` for a
+domain's (`TENK_INGEST_MAX_BACKLOG` is `settings.ingest.max_backlog`). Each domain's model lives beside
+its code (`catalog/settings.py`, ...). Only the processes' entry points (`create_app()` with no
+argument, the CLI) build a `Settings()`; everything else is handed the tree or a branch of it.
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from tenk.catalog.settings import CatalogSettings
+from tenk.ingest.settings import IngestSettings
+from tenk.ops.settings import OpsSettings
+from tenk.search.settings import SearchSettings
+from tenk.upstream.settings import UpstreamSettings
 
 ServerName = Literal["granian", "uvicorn", "gunicorn"]
 
 
+class DatabaseSettings(BaseModel):
+    url: str = Field("", description="Postgres DSN. Empty: the embedded server started by `tenk up`.")
+    embedded_port: int = Field(54329, description="Port of the embedded Postgres.")
+    pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
+    pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")
+    timeout_s: float = Field(5.0, gt=0, description="Wait for a pool connection, and per-statement timeout.")
+    pooler: Literal["none", "transaction"] = Field(
+        "none",
+        description="`transaction`: TENK_DATABASE_URL is a transaction-mode pooler (PgBouncer, RDS Proxy): no "
+        "statement cache, no session state.",
+    )
+    direct_url: str = Field(
+        "", description="Postgres DSN that bypasses the pooler, for migrations and advisory locks. Empty: the url."
+    )
+    replica_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated read-replica DSNs for catalog misses, listings and search. Empty: the primary.",
+    )
+
+    @field_validator("replica_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> Self:
+        if self.pool_min > self.pool_max:
+            raise ValueError(
+                f"pool_min ({self.pool_min}) is above pool_max ({self.pool_max}): "
+                "lower TENK_DATABASE_POOL_MIN or raise TENK_DATABASE_POOL_MAX"
+            )
+        return self
+
+
+class RedisSettings(BaseModel):
+    url: str = Field(
+        "",
+        description="Redis URL: `redis://` one server, `redis+cluster://[:password@]host:port,host:port` a Redis "
+        "Cluster (>= 7, or Valkey). Empty: the embedded server started by `tenk up`.",
+    )
+    embedded_port: int = Field(63799, description="Port of the embedded Redis.")
+    pool_max: int = Field(64, ge=1, description="Most Redis connections per API process.")
+    timeout_s: float = Field(0.25, gt=0, description="Redis socket timeout; Redis is a cache, fail fast.")
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TENK_", extra="ignore")
+    # `_` both ends the prefix and separates a domain from its field; one split only, so that
+    # TENK_INGEST_MAX_BACKLOG is ingest.max_backlog, not ingest.max.backlog.
+    model_config = SettingsConfigDict(
+        env_prefix="TENK_", env_nested_delimiter="_", env_nested_max_split=1, extra="ignore"
+    )
 
-    database_url: str = Field("", description="Postgres DSN. Empty: the embedded server started by `tenk up`.")
-    redis_url: str = Field("", description="Redis URL. Empty: the embedded server started by `tenk up`.")
-    data_dir: Path = Field(Path(".tenk"), description="Where the embedded servers keep data, logs and the dev key.")
-    pg_port: int = Field(54329, description="Port of the embedded Postgres.")
-    redis_port: int = Field(63799, description="Port of the embedded Redis.")
-
-    db_pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
-    db_pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")
-    db_timeout_s: float = Field(5.0, gt=0, description="Wait for a pool connection, and per-statement timeout.")
-    redis_pool_max: int = Field(64, ge=1, description="Most Redis connections per API process.")
-    redis_timeout_s: float = Field(0.25, gt=0, description="Redis socket timeout; Redis is a cache, fail fast.")
-
+    data_dir: Path = Field(
+        Path(".tenk"),
+        description="Where the embedded servers keep data, logs, passwords and the dev key (mode 0700).",
+    )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated SHA-256 hex digests of the accepted API keys (never the keys themselves).",
     )
     auth_reads: bool = Field(False, description="Require an API key for reads too.")
     max_body_bytes: int = Field(1024 * 1024, ge=1, description="Larger request bodies get 413.")
-    cursor_secret: str = Field("tenk-dev-cursor-secret", description="HMAC key that signs pagination cursors.")
+    body_timeout_s: float = Field(
+        10.0, gt=0, description="A request body still arriving this long after its headers gets 408."
+    )
+    cursor_secret: str = Field(
+        "",
+        description="HMAC key that signs pagination cursors; required with TENK_API_KEYS. "
+        "Empty in development: one generated into the data dir.",
+    )
+    hot_lane: bool = Field(True, description="Serve the `@hot` routes from the pure-ASGI lane in front of FastAPI.")
+    product_route_depends: bool = Field(
+        True,
+        description="With the hot lane off, FastAPI's GET /products/{id} gets its service and auth through "
+        "Depends; false: a variant that reads them from request.app.state, to measure what Depends costs.",
+    )
 
     access_log: bool = Field(False, description="Log one JSON line per request.")
     log_level: str = Field("INFO", description="Root log level.")
 
     host: str = Field("127.0.0.1", description="`tenk serve` bind address.")
-    port: int = Field(8000, description="`tenk serve` port.")
+    port: int = Field(8000, description="`tenk serve` port; with `tenk up --topology cluster`, HAProxy's.")
     server: ServerName = Field("granian", description="`tenk serve` server; the fastest measured is the default.")
     workers: int = Field(1, ge=1, description="`tenk serve` worker processes.")
+    drain_s: float = Field(
+        0.0,
+        ge=0,
+        description="On SIGTERM, `tenk serve` answers /ready with 503 and serves on this long before closing "
+        "its listener, so that a load balancer's health checks take it out of rotation first. "
+        "0: exit at once (nothing in front to tell).",
+    )
+
+    # The branches: a top-level field must never be named `<branch>_...`, or its variable would be read
+    # as that branch's field.
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    catalog: CatalogSettings = Field(default_factory=CatalogSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    ops: OpsSettings = Field(default_factory=OpsSettings)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -62,13 +146,23 @@ class Settings(BaseSettings):
 
     @property
     def resolved_database_url(self) -> str:
-        return self.database_url or f"postgresql://postgres@127.0.0.1:{self.pg_port}/tenk"
+        """TENK_DATABASE_URL, or the embedded server's, with its generated password."""
+        if self.database.url:
+            return self.database.url
+        from tenk.stack.postgres import EmbeddedPostgres
+
+        return EmbeddedPostgres(self.data_dir / "postgres", self.database.embedded_port).url
+
+    @property
+    def resolved_direct_database_url(self) -> str:
+        """Where session state may live (migrations, session advisory locks): never through a pooler."""
+        return self.database.direct_url or self.resolved_database_url
 
     @property
     def resolved_redis_url(self) -> str:
-        return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+        """TENK_REDIS_URL, or the embedded server's, with its generated password."""
+        if self.redis.url:
+            return self.redis.url
+        from tenk.stack.redis import EmbeddedRedis
 
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()
+        return EmbeddedRedis(self.data_dir / "redis", self.redis.embedded_port, self.ingest.durability).url

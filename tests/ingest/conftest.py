@@ -4,40 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
+import redis as sync_redis
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
-from tests.conftest import VENV_BIN, Stack
+from tenk.stack import Spawned, spawn_logged
+from tenk.stack.redis_cluster import LocalRedisCluster
+from tests.conftest import AUTH, VENV_BIN, Stack
 
+# Ingest on the local Redis Cluster (the `cluster` tests) is split into this many stream shards.
+CLUSTER_SHARDS = 3
 
-@dataclass
-class WorkerProcess:
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def kill(self) -> None:
-        """kill -9: no flush, no goodbye."""
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-    def terminate(self, timeout: float = 20) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-
+# A worker is a child with a log like any other; tests kill or terminate it and read its log.
+WorkerProcess = Spawned
 SpawnWorker = Callable[..., WorkerProcess]
 
 
@@ -48,27 +35,27 @@ def spawn_worker(tmp_path: Path) -> Iterator[SpawnWorker]:
 
     def spawn(stack: Stack, name: str, **env: str) -> WorkerProcess:
         log = tmp_path / f"worker-{name}-{len(started)}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [str(VENV_BIN / "tenk"), "worker", "--name", name],
-                env=stack.env(TENK_LOG_LEVEL="INFO", **env),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        worker = WorkerProcess(name, process, log)
-        started.append(worker)
-        return worker
+        argv = [str(VENV_BIN / "tenk"), "worker", "--name", name]
+        started.append(spawn_logged(name, argv, log, env=stack.env(TENK_LOG_LEVEL="INFO", **env)))
+        return started[-1]
 
     yield spawn
     for worker in started:
         if worker.process.poll() is None:
             worker.process.send_signal(signal.SIGTERM)
     for worker in started:
-        try:
-            worker.process.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait(5)
+        worker.stop(timeout=20)
+
+
+@pytest.fixture
+def cluster_env(redis_cluster: LocalRedisCluster) -> dict[str, str]:
+    """An empty cluster, and the environment that points tenk processes at it, in CLUSTER_SHARDS shards."""
+    for port, role, _ in redis_cluster.members():
+        if role == "master":
+            with sync_redis.Redis(port=port, password=redis_cluster.password) as node:
+                node.flushall()
+    shards = str(CLUSTER_SHARDS)
+    return {"TENK_REDIS_URL": redis_cluster.url, "TENK_INGEST_SHARDS": shards, "TENK_INGEST_FLUSH_MS": "20"}
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], within: float, what: str, every: float = 0.1) -> Any:
@@ -100,6 +87,33 @@ async def backlog_of(redis_url: str) -> int:
         return 0
     finally:
         await redis.aclose()
+
+
+# No cap: these tests add entries as a producer that skipped the API would.
+UNCAPPED = 2**53
+
+
+async def add_entries(redis: Redis, *entries: bytes) -> None:
+    """XADD entries exactly as the API does (counted in the backlog), whatever they hold."""
+    await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, UNCAPPED, *entries)
+
+
+async def post_until_refused(
+    client: httpx.AsyncClient, make_batch: Callable[[], list[dict[str, object]]], most: int
+) -> tuple[int, httpx.Response]:
+    """POST batches until the API answers 503 (at most `most` of them); returns the events accepted
+    before that and the refusal, after checking it is a backlog_full with Retry-After."""
+    accepted = 0
+    for _ in range(most):
+        batch = make_batch()
+        response = await client.post("/events/batch", json=batch, headers=AUTH)
+        if response.status_code == 503:
+            assert response.json()["error"]["code"] == "backlog_full"
+            assert int(response.headers["retry-after"]) >= 1
+            return accepted, response
+        assert response.status_code == 202, response.text
+        accepted += len(batch)
+    raise AssertionError(f"still accepting after {accepted} events")
 
 
 def event(source: str, event_id: str | None = None, **payload: object) -> dict[str, object]:

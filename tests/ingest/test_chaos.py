@@ -63,11 +63,12 @@ async def _kill_mid_flush(stack: Stack, worker: WorkerProcess) -> bool:
 
 class Sender:
     """Sends every batch until it gets a 202 (a 503 or a dropped connection is retried), from a few
-    concurrent clients. Before taking the batch that crosses a fault's threshold, sending waits until
-    that fault has begun, so each fault lands mid-run; requests in flight carry on through it."""
+    concurrent clients spread over the API processes at `base_urls`. Before taking the batch that
+    crosses a fault's threshold, sending waits until that fault has begun, so each fault lands
+    mid-run; requests in flight carry on through it."""
 
-    def __init__(self, base_url: str, batches: list[list[dict[str, object]]], thresholds: list[int]) -> None:
-        self.base_url = base_url
+    def __init__(self, base_urls: list[str], batches: list[list[dict[str, object]]], thresholds: list[int]) -> None:
+        self.base_urls = base_urls
         self.batches = batches
         self.dispatched = 0
         self.accepted = 0
@@ -78,10 +79,10 @@ class Sender:
 
     async def run(self) -> None:
         deadline = time.monotonic() + SEND_DEADLINE_S
-        await asyncio.gather(*(self._client(deadline) for _ in range(SENDERS)))
+        await asyncio.gather(*(self._client(self.base_urls[n % len(self.base_urls)], deadline) for n in range(SENDERS)))
 
-    async def _client(self, deadline: float) -> None:
-        async with httpx.AsyncClient(base_url=self.base_url, timeout=5, headers=AUTH) as client:
+    async def _client(self, base_url: str, deadline: float) -> None:
+        async with httpx.AsyncClient(base_url=base_url, timeout=5, headers=AUTH) as client:
             while self.batches:
                 for threshold, reached, begun in zip(self.thresholds, self._reached, self.fault_begun, strict=True):
                     if self.dispatched >= threshold:
@@ -118,11 +119,11 @@ async def test_nothing_lost_and_nothing_duplicated_through_crashes_and_restarts(
     api = spawn_api(stack, **CHAOS_ENV)
     worker = spawn_worker(stack, "chaos-a", **CHAOS_ENV)
     ids = [str(uuid.uuid4()) for _ in range(TOTAL)]
-    batches = [
+    batches: list[list[dict[str, object]]] = [
         [{"event_id": i, "source": "chaos", "ts": "2026-01-01T00:00:00Z", "payload": {"n": n}} for i in chunk]
         for n, chunk in enumerate(ids[k : k + BATCH] for k in range(0, TOTAL, BATCH))
     ]
-    sender = Sender(api.base_url, batches, thresholds=[8_000, 18_000, 28_000, 38_000])
+    sender = Sender([api.base_url], batches, thresholds=[8_000, 18_000, 28_000, 38_000])
     sending = asyncio.create_task(sender.run())
     log: list[str] = []
 

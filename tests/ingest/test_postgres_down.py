@@ -7,11 +7,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 import httpx
-import pytest
 
 from tenk.settings import Settings
 from tests.conftest import AUTH, Stack
-from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually, post_until_refused
 
 CAP = 2_000
 BATCH = 100
@@ -21,31 +20,18 @@ async def test_accepts_until_the_backlog_cap_then_drains_when_postgres_returns(
     private_stack: Stack,
     app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("TENK_INGEST_MAX_BACKLOG", str(CAP))
-    monkeypatch.setenv("TENK_INGEST_BACKLOG_POLL_MS", "20")
     spawn_worker(private_stack, "pg-down", TENK_INGEST_FLUSH_MS="20")
     private_stack.pg.stop()
 
-    async for client in app_client_factory(private_stack.settings()):
+    async for client in app_client_factory(private_stack.settings(ingest={"max_backlog": CAP, "backlog_poll_ms": 20})):
         await _fill_then_drain(client, private_stack)
 
 
 async def _fill_then_drain(client: httpx.AsyncClient, stack: Stack) -> None:
-    accepted = 0
-    refused: httpx.Response | None = None
-    for _ in range(CAP // BATCH * 3):
-        batch = [event("pg-down", str(uuid.uuid4())) for _ in range(BATCH)]
-        response = await client.post("/events/batch", json=batch, headers=AUTH)
-        if response.status_code == 503:
-            refused = response
-            break
-        assert response.status_code == 202, response.text
-        accepted += BATCH
-    assert refused is not None, f"still accepting after {accepted} events"
-    assert refused.json()["error"]["code"] == "backlog_full"
-    assert int(refused.headers["retry-after"]) >= 1
+    accepted, _ = await post_until_refused(
+        client, lambda: [event("pg-down", str(uuid.uuid4())) for _ in range(BATCH)], CAP // BATCH * 3
+    )
     # The cap is read every 20 ms, so a few batches may slip in past it; never fewer than the cap.
     assert CAP <= accepted <= CAP + 10 * BATCH
     assert (await client.post("/events", json=event("pg-down"), headers=AUTH)).status_code == 503

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
-from tenk.ingest.stream import ensure_group, read_backlog, trim_acknowledged
-from tenk.stack import EmbeddedRedis, free_port
+from tenk.ingest.stream import Correction, ensure_group, read_backlog, reconcile_backlog, trim_acknowledged
+from tenk.stack import EmbeddedRedis, start_on_free_port
+from tests.ingest.conftest import add_entries
 
 
 @pytest.fixture
-async def redis(tmp_path: Path) -> AsyncIterator[Redis]:
-    server = EmbeddedRedis(tmp_path / "redis", free_port())
-    server.start()
+async def redis(stack_root: Path) -> AsyncIterator[Redis]:
+    server = start_on_free_port(lambda port: EmbeddedRedis(stack_root / "redis", port))
     client = Redis.from_url(server.url)
     try:
         yield client
@@ -26,20 +27,21 @@ async def redis(tmp_path: Path) -> AsyncIterator[Redis]:
 
 
 async def _ids(redis: Redis) -> list[bytes]:
-    return [entry_id for entry_id, _ in await redis.xrange(keys.STREAM)]
+    entries: Any = await redis.xrange(keys.STREAM)
+    return [entry_id for entry_id, _ in entries]
 
 
 async def test_trim_keeps_what_any_group_still_needs(redis: Redis) -> None:
     await ensure_group(redis)
-    await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, *[f"event {i}".encode() for i in range(10)])
+    await add_entries(redis, *[f"event {i}".encode() for i in range(10)])
     await redis.xgroup_create(keys.STREAM, "audit", id="0")
     ids = await _ids(redis)
 
     await redis.xreadgroup(keys.GROUP, "w1", {keys.STREAM: ">"}, count=6)
     ack = redis.register_script(keys.XACK_COUNTED)
-    assert await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[:4])]) == 4
+    assert await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[:4]), b"7 7 7 7"]) == 4
     # Acknowledging again counts nothing: the backlog stays exact.
-    assert await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[:4])]) == 0
+    assert await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[:4]), b"7 7 7 7"]) == 0
     backlog = await read_backlog(redis)
     assert (backlog.lag, backlog.pending) == (4, 2)
 
@@ -53,9 +55,41 @@ async def test_trim_keeps_what_any_group_still_needs(redis: Redis) -> None:
     assert await trim_acknowledged(redis) == 4
     assert await _ids(redis) == ids[4:]
 
-    await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[4:6])])
+    await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[4:6]), b"7 7"])
     # Nothing pending: keep the last delivered entry and everything not yet delivered.
     await trim_acknowledged(redis)
     assert await _ids(redis) == ids[5:]
     backlog = await read_backlog(redis)
     assert (backlog.lag, backlog.pending) == (4, 0)
+
+
+async def test_reconcile_resets_the_counters_to_the_pending_and_undelivered_entries(redis: Redis) -> None:
+    await ensure_group(redis)
+    entries = [f"event {i:02d}".encode() * (i + 1) for i in range(10)]
+    await add_entries(redis, *entries)
+    ids = await _ids(redis)
+    await redis.xreadgroup(keys.GROUP, "ghost", {keys.STREAM: ">"}, count=6)
+    ack = redis.register_script(keys.XACK_COUNTED)
+    sizes = b" ".join(b"%d" % len(entry) for entry in entries[:2])
+    await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids[:2]), sizes])
+    # The ghost is deleted holding entries 3-6: they leave the pending list, never acknowledged.
+    await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost")
+    await redis.hincrby(keys.STATS, "added", 1_000_000)
+    before = await read_backlog(redis)
+    assert before.total == 1_000_008
+
+    # More backlogged entries than it may count: it leaves the counters alone rather than block Redis.
+    assert await reconcile_backlog(redis, limit=3) is None
+    correction = await reconcile_backlog(redis, limit=100)
+    assert correction == Correction(1_000_004, sum(len(entry) for entry in entries[2:6]))
+    after = await read_backlog(redis)
+    assert (after.lag, after.pending, after.bytes) == (4, 0, sum(len(entry) for entry in entries[6:]))
+    assert await reconcile_backlog(redis, limit=100) == Correction(0, 0)
+
+    # Pending entries count too, even one deleted from the stream (it still has to be acknowledged).
+    await redis.xreadgroup(keys.GROUP, "w1", {keys.STREAM: ">"}, count=2)
+    await redis.xdel(keys.STREAM, ids[6])
+    await redis.hset(keys.STATS, "acked", 0)
+    await reconcile_backlog(redis, limit=100)
+    after = await read_backlog(redis)
+    assert (after.lag, after.pending, after.bytes) == (2, 2, sum(len(entry) for entry in entries[7:]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import httpx
 import orjson
@@ -11,7 +12,7 @@ from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
 from tests.conftest import AUTH, Stack
-from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.ingest.conftest import SpawnWorker, add_entries, count_rows, event, eventually
 
 
 async def _rows(stack: Stack, source: str) -> int:
@@ -66,13 +67,14 @@ async def test_the_same_ids_posted_twice_leave_one_row_each(
 async def test_a_poison_event_goes_to_the_dead_letter_table_and_the_rest_land(
     client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
 ) -> None:
-    # The API refuses what Postgres would; a poison entry comes from a producer that skipped it.
+    # The API refuses what Postgres would; a poison entry comes from a producer that skipped it. Its
+    # braces pass the worker's own checks, so only Postgres finds it: by bisecting the batch.
     good = [codec.parse_one(orjson_event(i))[0] for i in range(20)]
     poison_id = str(uuid.uuid4())
-    poison = b"\t".join([poison_id.encode(), b"wk-poison", b"2026-01-01T00:00:00+00:00", b"0", b'{"a":"\\u0000"}'])
+    poison = b"\t".join([poison_id.encode(), b"wk-poison", b"2026-01-01T00:00:00+00:00", b"0", b'{"a":nope}'])
     redis = Redis.from_url(stack.redis.url)
     try:
-        await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, *good[:10], poison, *good[10:])
+        await add_entries(redis, *good[:10], poison, *good[10:])
     finally:
         await redis.aclose()
     spawn_worker(stack, "w-poison")
@@ -82,7 +84,7 @@ async def test_a_poison_event_goes_to_the_dead_letter_table_and_the_rest_land(
 
     await eventually(landed, 15, "the 20 good rows")
     reason = await eventually(lambda: fetch_reason(stack, poison_id), 5, "the poison event in the dead-letter table")
-    assert "unsupported Unicode escape" in reason or "\\u0000" in reason
+    assert "invalid input syntax for type json" in reason
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = $1", uuid.UUID(poison_id)) == 0
     stats = (await client.get("/ingest/stats")).json()
     assert stats["dead_letters"] >= 1
@@ -111,7 +113,7 @@ async def test_the_flush_timer_fires_while_a_read_is_blocked(
     # A read blocks for 20 s and a batch needs 10,000 events: only the timer can flush these three.
     spawn_worker(stack, "w-timer", TENK_INGEST_BLOCK_MS="20000", TENK_INGEST_BATCH="10000", TENK_INGEST_FLUSH_MS="200")
     await eventually(lambda: _consumer_exists("w-timer", stack), 10, "the worker to join the group")
-    await _until_blocked()
+    await _until_blocked(stack)
     sent = time.monotonic()
     events = [event("wk-timer", str(uuid.uuid4())) for _ in range(3)]
     assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
@@ -123,11 +125,18 @@ async def test_the_flush_timer_fires_while_a_read_is_blocked(
     assert time.monotonic() - sent < 5
 
 
-async def _until_blocked() -> None:
-    import asyncio
+async def _until_blocked(stack: Stack) -> None:
+    """Until a client of Redis is blocked in XREADGROUP: the worker's first read has reached Redis."""
+    redis = Redis.from_url(stack.redis.url)
+    try:
 
-    # Give the worker's first XREADGROUP time to reach Redis and block.
-    await asyncio.sleep(0.5)
+        async def blocked() -> bool:
+            clients = await redis.client_list()
+            return any(c.get("cmd") == "xreadgroup" and "b" in c.get("flags", "") for c in clients)
+
+        await eventually(blocked, 10, "the worker's read to block in Redis")
+    finally:
+        await redis.aclose()
 
 
 async def _consumer_exists(name: str, stack: Stack) -> bool:
@@ -151,7 +160,7 @@ async def test_sigterm_flushes_what_the_worker_holds(
     assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
 
     async def held() -> bool:
-        return (await client.get("/ingest/stats")).json()["lag"] == 0
+        return bool((await client.get("/ingest/stats")).json()["lag"] == 0)
 
     await eventually(held, 10, "the worker to read the events")
     assert await _rows(stack, "wk-sigterm") == 0
@@ -185,10 +194,10 @@ async def test_an_entry_delivered_too_often_is_claimed_from_a_dead_consumer_and_
     entry, _ = codec.parse_one(orjson.dumps(event("wk-ghost", event_id)))
     redis = Redis.from_url(stack.redis.url)
     try:
-        await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, entry)
+        await add_entries(redis, entry)
         # A consumer that read it, kept crashing on it (50 deliveries) and is long gone.
         reply = await redis.xreadgroup(keys.GROUP, "ghost", {keys.STREAM: ">"})
-        ids = [entry_id for _, entries in _streams(reply) for entry_id, _ in entries]
+        ids: list[Any] = [entry_id for _, entries in _streams(reply) for entry_id, _ in entries]
         assert ids
         await redis.xclaim(keys.STREAM, keys.GROUP, "ghost", 0, ids, idle=600_000, retrycount=50)
         spawn_worker(stack, "w-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200")
@@ -202,7 +211,7 @@ async def test_an_entry_delivered_too_often_is_claimed_from_a_dead_consumer_and_
         await redis.aclose()
 
 
-def _streams(reply: object) -> list[tuple[object, list[tuple[bytes, object]]]]:
+def _streams(reply: Any) -> list[tuple[object, list[tuple[bytes, object]]]]:
     return list(reply.items()) if isinstance(reply, dict) else list(reply)
 
 

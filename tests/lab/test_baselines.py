@@ -7,8 +7,10 @@ upstream; their database connections carry an application_name so the test can s
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,11 +18,14 @@ import httpx
 import psycopg
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tenk.stack import free_port
-from tests.conftest import VENV_BIN, Stack, wait_http_ok
+from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.stack import free_port, wait_http_ok
+from tests.conftest import VENV_BIN, Stack
 
-BASELINES = ["naive_sync", "naive_async"]
+BASELINES = ["naive_sync", "naive_blocking", "naive_async"]
 AUTH = {"Authorization": "Bearer any-key-at-all"}
 
 
@@ -37,20 +42,8 @@ class Baseline:
 
 
 @pytest.fixture(scope="module")
-def upstream_url() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [str(VENV_BIN / "tenk"), "mock-upstream", "--port", str(port), "--p50-ms", "1", "--p99-ms", "3", "--seed", "1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http_ok(url + "/health", 20, process)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
+def upstream_url(mock_process: MockUpstreamProcess) -> str:
+    return mock_process.url
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +203,10 @@ def test_quote_comes_from_the_upstream(http: httpx.Client, upstream_url: str) ->
 def test_each_request_opens_and_closes_its_own_connection(baseline: Baseline, http: httpx.Client, stack: Stack) -> None:
     for _ in range(5):
         assert http.get("/tasks", params={"limit": 1}).status_code == 200
+    # A closed connection's backend exits just after the client hangs up: poll, don't race it.
+    deadline = time.monotonic() + 10
+    while backends(stack, baseline.app_name) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert backends(stack, baseline.app_name) == 0
 
 
@@ -250,4 +247,115 @@ def test_redis_cache_knob_fills_and_then_serves_from_redis(
     client.set(key, httpx.Response(200, json={**first, "name": "from redis"}).content)
     assert httpx.get(f"{cached.url}/products/{product_id}").json()["name"] == "from redis"
     client.delete(key)
+    client.close()
+
+
+@pytest.mark.parametrize(("name", "overlaps"), [("naive_blocking", False), ("naive_sync", True), ("naive_async", True)])
+def test_vendor_calls_overlap_unless_async_handlers_block_the_loop(
+    name: str, overlaps: bool, start_baseline: Callable[..., Baseline], mock: MockUpstreamProcess
+) -> None:
+    # Six callers at once against a 200 ms vendor: the mock counts how many calls it held together.
+    url = start_baseline(name).url
+    mock.set_profile(p50_ms=200, p99_ms=300)
+    with ThreadPoolExecutor(6) as pool:
+        statuses = list(pool.map(lambda _: httpx.get(f"{url}/quotes/ACME", timeout=60).status_code, range(6)))
+    assert statuses == [200] * 6
+    held_together = mock.stats()["max_in_flight"]
+    assert held_together >= 2 if overlaps else held_together == 1
+
+
+@pytest.mark.parametrize("name", ["naive_sync", "naive_blocking"])
+def test_blocking_baselines_run_def_or_async_def_handlers_as_named(name: str) -> None:
+    import asyncio
+    import importlib
+
+    from fastapi.routing import APIRoute
+
+    app = importlib.import_module(f"tenk.lab.baselines.{name}").app
+    routes = [route for route in app.routes if isinstance(route, APIRoute)]
+    assert {asyncio.iscoroutinefunction(route.endpoint) for route in routes} == {name == "naive_blocking"}
+
+
+@pytest.fixture(scope="module")
+def wsgi_url(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The WSGI baseline started the way the lab starts it: gunicorn, argv from the lab's own builder."""
+    from tenk.lab.definition.ladder import RungConfig
+    from tenk.lab.measuring.processes import target_argv
+
+    port = free_port()
+    argv = target_argv(RungConfig(target="baseline:wsgi_sync", factory=False, server="gunicorn", workers=2), port, {})
+    assert argv[argv.index("--worker-class") + 1] == "sync"
+    log = tmp_path_factory.mktemp("wsgi") / "gunicorn.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, env=stack.env(NAIVE_POOL="1"), stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_http_ok(url + "/health", 30, process)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}\n{log.read_text(errors='replace')[-3000:]}") from None
+        yield url
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def test_wsgi_search_answers_as_the_fastapi_baselines_do(
+    wsgi_url: str, start_baseline: Callable[..., Baseline]
+) -> None:
+    params: dict[str, str | int] = {"q": "lamp", "limit": 7}
+    response = httpx.get(wsgi_url + "/search", params=params)
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["items"]
+    assert response.json() == httpx.get(start_baseline("naive_async").url + "/search", params=params).json()
+    assert httpx.get(wsgi_url + "/ping").json() == {"ping": "pong"}
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({}, "query.q"), ({"q": ""}, "query.q"), ({"q": "a\x00b"}, "query.q"), ({"q": "x" * 201}, "query.q"),
+     ({"q": "lamp", "limit": "0"}, "query.limit"), ({"q": "lamp", "limit": "many"}, "query.limit"),
+     ({"q": "   "}, "query.q")],
+)  # fmt: skip
+def test_wsgi_search_refuses_bad_input_with_422_naming_the_field(
+    wsgi_url: str, params: dict[str, str], field: str
+) -> None:
+    response = httpx.get(wsgi_url + "/search", params=params)
+    assert response.status_code == 422
+    assert response.json()["error"]["fields"][0]["field"] == field
+
+
+def test_wsgi_unknown_route_is_404_and_other_methods_405_in_tenks_shape(wsgi_url: str) -> None:
+    missing = httpx.get(wsgi_url + "/products/1")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
+    posted = httpx.post(wsgi_url + "/search", json={})
+    assert (posted.status_code, posted.json()["error"]["code"]) == (405, "method_not_allowed")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=st.text(max_size=220), limit=st.one_of(st.none(), st.text(max_size=4), st.integers(-5, 80).map(str)))
+def test_wsgi_search_never_answers_500(wsgi_url: str, q: str, limit: str | None) -> None:
+    params = {"q": q} if limit is None else {"q": q, "limit": limit}
+    assert httpx.get(wsgi_url + "/search", params=params).status_code in (200, 422)
+
+
+def hello_calls(client: redis.Redis) -> int:
+    """How many HELLO commands Redis has served: redis-py sends HELLO 3 on each RESP3 connection, none on RESP2."""
+    stats = client.info("commandstats").get("cmdstat_hello", {"calls": 0})
+    return int(stats["calls"])
+
+
+@pytest.mark.parametrize("name", ["naive_blocking", "naive_async"])
+def test_resp3_knob_serves_the_cache_over_resp3(
+    name: str, start_baseline: Callable[..., Baseline], stack: Stack
+) -> None:
+    client = redis.Redis.from_url(stack.redis.url)
+    before = hello_calls(client)
+    cached = start_baseline(name, NAIVE_REDIS_CACHE="shared", NAIVE_REDIS_PROTOCOL="3")
+    product_id = 31 + BASELINES.index(name)
+    client.delete(f"naive:product:{product_id}")
+    assert httpx.get(f"{cached.url}/products/{product_id}").status_code == 200
+    assert client.ttl(f"naive:product:{product_id}") > 0
+    assert hello_calls(client) > before
     client.close()

@@ -13,9 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tenk.lab.capacity import SearchPlan
-from tenk.lab.ladder import load_ladder
-from tenk.lab.runner import RunOptions, run_ladder
+from tenk.lab.definition.ladder import load_ladder
+from tenk.lab.measuring.capacity import SearchPlan
+from tenk.lab.measuring.progress import QuietProgress
+from tenk.lab.measuring.runner import RunOptions, run_ladder
+from tenk.lab.results import latency
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,6 +53,7 @@ def test_capacity_search_finds_the_known_limit(tmp_path: Path) -> None:
     ladder_path.write_text(
         """
 name = "semaphore"
+repeats = 1
 [defaults]
 target = "tests.lab.semaphore_app:app"
 server = "uvicorn"
@@ -94,6 +97,7 @@ def test_fixed_rate_ladder_writes_every_output_and_stops_its_processes(tmp_path:
     ladder_path.write_text(
         """
 name = "slots"
+repeats = 2
 description = "one slot, then four"
 [defaults]
 target = "tests.lab.semaphore_app:app"
@@ -122,8 +126,16 @@ metric = "p99_ms"
 claimed_ratio = 10
 """.replace("CPUS", ALL_CPUS)
     )
-    out = run_ladder(load_ladder(ladder_path), RunOptions(results_root=tmp_path / "results", base_env=lab_env()))
+    progress = QuietProgress()
+    out = run_ladder(
+        load_ladder(ladder_path),
+        RunOptions(results_root=tmp_path / "results", base_env=lab_env(), progress=progress),
+    )
     assert out.name.startswith("slots-")
+    # Repeats are interleaved: every rung once, then every rung again.
+    order = [note for note in progress.notes if note.startswith("rung ")]
+    assert order == ["rung 1/2: one slot [1/2]", "rung 2/2: four slots [1/2]",
+                     "rung 1/2: one slot [2/2]", "rung 2/2: four slots [2/2]"]  # fmt: skip
     for name in ("rung-01.json", "rung-02.json", "results.json", "report.md", "report.html"):
         assert (out / name).exists(), name
     results = json.loads((out / "results.json").read_text())
@@ -132,8 +144,53 @@ claimed_ratio = 10
     assert one["figures"]["p99_ms"] > 3 * four["figures"]["p99_ms"]
     assert four["verdict"]["slo_met"]
     assert four["changes"] == ["env.SEM_PERMITS: 1 -> 4"]
+    assert len(four["repeats"]) == 2
+    assert four["estimate"]["low"] <= four["value"] <= four["estimate"]["high"]
+    assert four["verdict"]["ceiling"] == "no ceiling reached"  # it kept up: no bottleneck to name
+    assert one["verdict"]["ceiling"] != "no ceiling reached"
     report = (out / "report.md").read_text()
     assert "env.SEM_PERMITS: 1 -> 4" in report
     assert "four slots cut the tail 10x" in report
-    assert "k6" in (out / "rung-01" / "generator.log").read_text()
+    assert "k6" in (out / "rung-01" / "repeat-1" / "generator.log").read_text()
+    # Every request's latency is kept as a histogram, beside the run and in the result.
+    stored = (out / "rung-02" / "repeat-1" / "run-01" / "latency.hdr").read_text().strip()
+    # Compared with that repeat's own figures: the rung's headline is its median repeat, either one.
+    [first] = [repeat["figures"] for repeat in four["repeats"] if repeat["repeat"] == 1]
+    assert stored == first["latency_hdr"]
+    assert four["figures"]["latency_hdr"] in [repeat["figures"]["latency_hdr"] for repeat in four["repeats"]]
+    histogram = latency.decode(stored)
+    assert histogram.get_total_count() == first["requests"]
+    assert latency.percentile_ms(histogram, 99) == pytest.approx(first["p99_ms"], rel=0.25)
+    # The live view's per-second figures are kept too: they add up to the run.
+    seconds = first["seconds"]
+    assert len(seconds) >= 2
+    assert sum(s["goodput_rps"] + s["errors"] for s in seconds) == first["requests"]
     assert children_named("semaphore_app") == []
+
+
+@pytest.mark.slow
+def test_fast_503s_are_errors_by_reason_and_not_throughput(tmp_path: Path) -> None:
+    mix_file(tmp_path)
+    ladder_path = tmp_path / "status.toml"
+    ladder_path.write_text(
+        """
+name = "status"
+repeats = 1
+[defaults]
+target = "tests.lab.status_app:app"
+server = "uvicorn"
+cpus = "CPUS"
+mix = "work.toml"
+rate = 20
+duration_s = 3
+warmup_s = 0
+[[rung]]
+label = "half 503"
+""".replace("CPUS", ALL_CPUS)
+    )
+    out = run_ladder(load_ladder(ladder_path), RunOptions(results_root=tmp_path / "results", base_env=lab_env()))
+    figures = json.loads((out / "results.json").read_text())["rungs"][0]["figures"]
+    assert figures["errors"] > 0
+    assert figures["errors_by_reason"] == {"status_503": figures["errors"]}
+    assert figures["rps"] == pytest.approx((figures["requests"] - figures["errors"]) / 3, abs=0.01)
+    assert "status_503" in (out / "report.md").read_text()

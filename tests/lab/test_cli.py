@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
 from tenk.cli import main
+from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.errors import NotReadyError
-from tenk.lab.ladder import load_ladder
-from tenk.lab.runner import RunOptions, run_ladder
+from tenk.lab.measuring.runner import RunOptions, run_ladder
 
 
 def test_mixes_lists_the_builtins() -> None:
@@ -47,3 +48,32 @@ def test_a_target_that_never_gets_ready_is_reported_with_its_log_tail(tmp_path: 
     message = str(caught.value)
     assert "target exited with code" in message
     assert "no_such_module_here" in message  # from the server's own log
+
+
+EXAMPLE = Path(__file__).parents[2] / "src/tenk/lab/examples/local-cache.toml"
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    result = CliRunner().invoke(
+        main,
+        ["lab", "run", str(EXAMPLE), "--dry-run", "--repeats", "2",
+         "--results", str(tmp_path / "results")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "2 rungs x 2 repeats" in result.output
+    assert "local cache off: env.TENK_CATALOG_LOCAL_CACHE: (unset) -> false" in result.output
+    assert "time bound:" in result.output
+    assert not (tmp_path / "results").exists()
+    assert {child.pid for child in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_lab_error_is_a_command_line_error_never_an_http_one(tmp_path: Path) -> None:
+    from tenk.errors import TenkError
+    from tenk.lab.errors import LabError
+
+    assert not issubclass(LabError, TenkError)
+    result = CliRunner().invoke(main, ["lab", "compare", str(tmp_path), str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ")
+    assert "Traceback" not in result.output

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
+import random
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from tenk.cli import main
-from tenk.lab.compare import compare_rows, merge_results
+from tenk.lab.driving.k6 import k6_binary, segment_args
 from tenk.lab.errors import LabError
-from tenk.lab.k6 import k6_binary, segment_args
+from tenk.lab.results import latency
+from tenk.lab.results.compare import compare_rows, load_results, merge_results
+from tenk.lab.results.documents import ResultsDoc, results_doc
 from tests.conftest import ServerProcess, Stack
 
 
@@ -32,7 +36,7 @@ def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0
     }  # fmt: skip
 
 
-def result(label_values: list[tuple[str, dict[str, Any]]], segment: str = "") -> dict[str, Any]:
+def result(label_values: list[tuple[str, dict[str, Any]]], segment: str = "") -> ResultsDoc:
     rungs = [
         {
             "index": i, "label": label, "changed": "x", "changes": [], "multi_variable": False, "mode": "rate",
@@ -41,7 +45,7 @@ def result(label_values: list[tuple[str, dict[str, Any]]], segment: str = "") ->
         }
         for i, (label, f) in enumerate(label_values)
     ]  # fmt: skip
-    return {"ladder": "l", "created": "now", "segment": segment, "claims": [], "rungs": rungs}
+    return results_doc({"ladder": "l", "created": "now", "segment": segment, "claims": [], "rungs": rungs})
 
 
 def test_merged_counts_are_sums_and_percentiles_carry_bounds() -> None:
@@ -126,3 +130,112 @@ def test_two_k6_segments_of_one_script_merge_to_the_whole_run(
     assert figures["errors"] == 0
     assert figures["rps"] == pytest.approx(100, abs=1)
     assert (merged_dir / "report.html").exists()
+
+
+def repeated(label_values: list[tuple[str, list[float]]], provenance: dict[str, Any] | None = None) -> ResultsDoc:
+    """A result whose rungs each carry several repeats' goodput."""
+    doc = result([(label, figures(1000, 0, sorted(values)[len(values) // 2], 10.0)) for label, values in label_values])
+    for rung, (_, values) in zip(doc["rungs"], label_values, strict=True):
+        rung["repeats"] = [{**rung, "value": v, "figures": {**rung["figures"], "rps": v}} for v in values]
+    doc["provenance"] = provenance or {}
+    return doc
+
+
+def write(tmp_path: Path, name: str, doc: ResultsDoc) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(doc))
+    return folder
+
+
+def test_compare_labels_each_rung_with_the_test_behind_it() -> None:
+    a = repeated([("on", [1000.0, 1010.0, 990.0]), ("off", [500.0, 505.0, 495.0])])
+    b = repeated([("on", [1200.0, 1210.0, 1190.0]), ("off", [498.0, 507.0, 500.0])])
+    first, second = compare_rows(a, b)
+    assert first["B vs A"].startswith("faster (1.200x")
+    assert second["B vs A"].startswith("no detectable change")
+
+
+def test_fail_on_regression_exits_non_zero_only_for_a_supported_regression(tmp_path: Path) -> None:
+    base = write(tmp_path, "base", repeated([("on", [1000.0, 1010.0, 990.0])]))
+    worse = write(tmp_path, "worse", repeated([("on", [900.0, 905.0, 895.0])]))
+    noisy = write(tmp_path, "noisy", repeated([("on", [800.0, 1000.0, 1200.0])]))
+    slight = write(tmp_path, "slight", repeated([("on", [980.0, 985.0, 975.0])]))
+    runner = CliRunner()
+    failed = runner.invoke(main, ["lab", "compare", str(base), str(worse), "--fail-on-regression", "5%"])
+    assert failed.exit_code == 1, failed.output
+    assert "regression >= 5%: on: rps slower" in failed.output
+    for other in (noisy, slight):
+        passed = runner.invoke(main, ["lab", "compare", str(base), str(other), "--fail-on-regression", "5%"])
+        assert passed.exit_code == 0, passed.output
+
+
+def test_compare_warns_when_the_runs_come_from_different_machines(tmp_path: Path) -> None:
+    machine = {"cpu_model": "x", "cores": 2, "memory_gb": 8.0, "kernel": "6.1"}
+    software = {"python": "3.11", "packages": {"tenk": "0.1"}, "k6": "k6 v1"}
+    a = write(tmp_path, "a", repeated([("on", [1.0])], {"machine": machine, "software": software}))
+    b = write(tmp_path, "b", repeated([("on", [1.0])], {"machine": {**machine, "cores": 8}, "software": software}))
+    out = CliRunner().invoke(main, ["lab", "compare", str(a), str(b)])
+    assert out.exit_code == 0
+    assert "warning: the runs differ: machine.cores: 2 vs 8" in out.output
+
+
+def test_merged_segment_histograms_give_the_p99_of_all_samples_within_hdr_precision(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    # Two generator machines that saw different latencies: averaging their p99s would be wrong.
+    fast = [rng.lognormvariate(1.0, 0.4) for _ in range(20_000)]
+    slow = [rng.lognormvariate(2.5, 0.8) for _ in range(5_000)]
+    parts = []
+    for index, samples in enumerate((fast, slow), start=1):
+        path = tmp_path / f"seg{index}.csv"
+        rows = ["metric_name,timestamp,metric_value,status"]
+        rows += [f"http_req_duration,1,{ms:.6f},200" for ms in samples] + ["http_reqs,1,1.000000,200"]
+        path.write_text("\n".join(rows) + "\n")
+        seg = figures(len(samples), 0, len(samples) / 10, 0.0)
+        histogram = latency.histogram_from_k6_csv(path)
+        seg["p99_ms"] = latency.percentile_ms(histogram, 99)
+        seg["latency_hdr"] = latency.encode(histogram)
+        parts.append(result([("r", seg)], f"{index}/2"))
+    merged = merge_results(parts)["rungs"][0]["figures"]
+    union = sorted(round(ms * 1000) for ms in fast + slow)
+    true_p99_ms = union[math.ceil(0.99 * len(union)) - 1] / 1000
+    assert merged["percentiles"].startswith("exact")
+    assert merged["p99_ms"] == pytest.approx(true_p99_ms, rel=2e-3)
+    weighted = parts[0]["rungs"][0]["figures"]["p99_ms"] * 20_000 + parts[1]["rungs"][0]["figures"]["p99_ms"] * 5_000
+    assert abs(weighted / 25_000 - true_p99_ms) > 0.05 * true_p99_ms  # the old approximation was off
+
+
+def test_a_damaged_results_file_is_refused_with_the_field_named(tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(repeated([("on", [1.0, 2.0])])))
+    del doc["rungs"][0]["figures"]["p99_ms"]
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(LabError, match=r"rungs\.0\.figures\.p99_ms: Field required"):
+        load_results(folder)
+
+
+def test_results_round_trip_through_json_unchanged(tmp_path: Path) -> None:
+    doc = repeated([("on", [1.0, 2.0, 3.0]), ("off", [4.0, 5.0, 6.0])])
+    folder = write(tmp_path, "round", doc)
+    assert load_results(folder) == doc
+
+
+def test_segments_with_repeats_merge_repeat_by_repeat_then_take_the_median() -> None:
+    def segment(index: int, goodputs: list[float]) -> ResultsDoc:
+        doc = repeated([("r", goodputs)])
+        doc["segment"] = f"{index}/2"
+        for k, repeat in enumerate(doc["rungs"][0].get("repeats", [])):
+            histogram = latency.new_histogram()
+            latency.record_ms(histogram, [float(index * 10 + k)] * 100)
+            repeat["figures"]["latency_hdr"] = latency.encode(histogram)
+            repeat["figures"]["requests"] = 100
+        return doc
+
+    merged = merge_results([segment(1, [100.0, 110.0]), segment(2, [200.0, 220.0])])["rungs"][0]
+    assert [r["value"] for r in merged.get("repeats", [])] == [300.0, 330.0]  # goodput adds up per repeat
+    assert merged.get("estimate", {}).get("values") == [300.0, 330.0]
+    first = merged.get("repeats", [])[0]["figures"]
+    assert first["percentiles"].startswith("exact")
+    assert first["requests"] == 200
+    assert first["p99_ms"] == pytest.approx(20.0, rel=1e-3)  # segment 2's 20 ms is the top 50 %

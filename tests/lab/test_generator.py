@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tenk.lab.capacity import step_failures
-from tenk.lab.generator import GeneratorCost, generator_verdict, run_measured
-from tenk.lab.k6 import run_k6
-from tenk.lab.ladder import RungConfig
-from tenk.lab.mixes import load_mix
-from tenk.lab.processes import ProcessSet, start_target
+from tenk.lab.definition.ladder import RungConfig
+from tenk.lab.definition.mixes import load_mix
+from tenk.lab.driving.generator import GeneratorCost, generator_verdict, run_measured
+from tenk.lab.driving.k6 import run_k6
+from tenk.lab.measuring.capacity import step_failures
+from tenk.lab.measuring.processes import ProcessSet, start_target
 
 REPO = Path(__file__).resolve().parents[2]
 BUSY = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"

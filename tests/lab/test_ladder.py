@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.errors import ConfigError
-from tenk.lab.ladder import load_ladder
 
 
 def write(tmp_path: Path, text: str, name: str = "ladder.toml") -> Path:
@@ -121,8 +121,20 @@ factory = false
         ('\n[[rung]]\nlabel = "a"\nworkers = "two"\n', 9, "rung[1].workers", "expected an integer"),
         ('\n[[rung]]\nlabel = "a"\nserver = "nginx"\n', 9, "rung[1].server", "granian, uvicorn, gunicorn"),
         ('\n[[rung]]\nlabel = "a"\nmix = "no-such-mix"\n', None, "", "no such mix file"),
+        ('\n[[rung]]\nlabel = "a"\ncpus = "zero"\n', 9, "rung[1].cpus", 'expected a CPU list like "0"'),
+        ('\n[[rung]]\nlabel = "a"\nrate = "fast"\n', 9, "rung[1].rate", "expected a number, got 'fast'"),
+        ('\n[[rung]]\nlabel = "a"\n[rung.env]\nX = [1]\n', 10, "rung.env[1].X", "expected a string, number or boolean"),
+        ('\n[[rung]]\nlabel = "a"\n[rung.upstream]\np51_ms = 3\n', 10, "rung.upstream[1].p51_ms",
+         "expected one of p50_ms"),
         ('\n[[rung]]\nlabel = "a"\n[[claim]]\ntext = "x"\nfrom_rung = "a"\nto_rung = "zz"\nclaimed_ratio = 2\n',
          12, "claim[1].to_rung", "expected one of a"),
+        ('\n[[rung]]\nlabel = "a"\n[[claim]]\ntext = "x"\nfrom_rung = "a"\nto_rung = "a"\n'
+         'expect = "to_rung.goodput >= __import__(1)"\n', 13, "claim[1].expect", "expected 'RUNG.QUANTITY OP"),
+        ('\n[[rung]]\nlabel = "a"\n[[claim]]\ntext = "x"\nfrom_rung = "a"\nto_rung = "a"\n'
+         'expect = ["to_rung.speed >= 1"]\n', 13, "claim[1].expect", "unknown quantity 'speed'"),
+        ('\n[[rung]]\nlabel = "a"\n[[claim]]\ntext = "x"\nfrom_rung = "a"\nto_rung = "a"\n', None, "",
+         "a claim needs a claimed_ratio, or an expect"),
+        ('\n[[rung]]\nlabel = "a"\nredis_io_threads = -1\n', 9, "rung[1].redis_io_threads", "expected an integer >= 0"),
     ],
 )  # fmt: skip
 def test_malformed_ladders_name_file_line_and_key(

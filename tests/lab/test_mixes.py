@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tenk.lab.definition.mixes import builtin_mixes, load_mix
+from tenk.lab.driving.k6 import k6_binary, segment_args
+from tenk.lab.driving.k6script import k6_script, plan
+from tenk.lab.driving.wrk import wrk_script
 from tenk.lab.errors import ConfigError
-from tenk.lab.k6 import k6_binary, segment_args
-from tenk.lab.k6script import k6_script, plan
-from tenk.lab.mixes import builtin_mixes, load_mix
-from tenk.lab.wrk import wrk_script
 
 
 def test_the_builtin_mixes_are_there_and_the_realistic_one_has_every_kind() -> None:
@@ -79,6 +79,12 @@ def test_segments_split_the_load_into_k6_execution_segments() -> None:
         ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\nexpect = [99]\n', 5, "endpoint[1].expect"),
         ('[vars.id]\nrange = [5, 1]\n[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\n', 2, "vars.id.range"),
         ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\nmethod = "FETCH"\n', 5, "endpoint[1].method"),
+        (
+            '[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\ncursor = { param = "p", feld = "x" }\n',
+            5,
+            "endpoint.cursor[1].feld",
+        ),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = "heavy"\n', 4, "endpoint[1].weight"),
     ],
 )
 def test_malformed_mixes_name_file_line_and_key(tmp_path: Path, text: str, line: int, key: str) -> None:

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import html as html_lib
+import json
+import math
 import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
-from tenk.lab.report import html_report, markdown
+from tenk.lab.results.documents import CapacityDoc, ResultsDoc, StepDoc
+from tenk.lab.results.report import charts, compare_rungs, html_report, markdown
+from tenk.lab.results.stats import INVALID
 from tests.lab.test_compare import figures, result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def sample_results() -> dict[str, Any]:
+def sample_results() -> ResultsDoc:
     results = result([("sync", figures(1000, 0, 100.0, 300.0)), ("async", figures(4000, 0, 400.0, 30.0))])
     rungs = results["rungs"]
     rungs[1]["multi_variable"] = True
@@ -26,13 +31,21 @@ def sample_results() -> dict[str, Any]:
     ]
     rungs[1]["mode"] = "capacity"
     rungs[1]["value"] = 400
-    rungs[1]["capacity"] = {"capacity": 400, "converged": True, "limited_by": ["p99"], "generator_limited": False,
-                            "plan": "capacity search: at most 8 steps", "elapsed_s": 30, "steps": steps}  # fmt: skip
+    rungs[1]["capacity"] = TypeAdapter(CapacityDoc).validate_python(
+        {"capacity": 400, "converged": True, "limited_by": ["p99"], "generator_limited": False,
+         "plan": "capacity search: at most 8 steps", "elapsed_s": 30, "steps": steps}
+    )  # fmt: skip
     results["claims"] = [
         {"text": "41x from sync to async", "source": "001.txt", "from_rung": "sync", "to_rung": "async",
          "metric": "rps", "claimed_ratio": 41.4}
     ]  # fmt: skip
     return results
+
+
+def search_steps(results: ResultsDoc) -> list[StepDoc]:
+    search = results["rungs"][1]["capacity"]
+    assert search is not None
+    return search["steps"]
 
 
 def test_markdown_sets_each_claim_beside_the_measured_ratio() -> None:
@@ -43,24 +56,98 @@ def test_markdown_sets_each_claim_beside_the_measured_ratio() -> None:
     assert "4.00x" in text
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make system-deps)")
-def test_html_report_charts_render_in_headless_chromium(tmp_path: Path) -> None:
-    page = tmp_path / "report.html"
-    page.write_text(html_report(sample_results()))
-    assert "<script src=" not in page.read_text()  # plotly.js is inlined: the file works offline
-    dom = subprocess.run(
+# Appended to a copy of the page: once every chart is drawn, write what plotly drew into the DOM.
+DUMP_RANGES = """<script>window.tenkDrawn.then(() => {
+  const out = TENK_CHARTS.map((c) => {
+    const gd = document.getElementById(c.id);
+    return {id: c.id, ytype: gd._fullLayout.yaxis.type, yrange: gd._fullLayout.yaxis.range,
+            ys: gd.data.flatMap((t) => Array.from(t.y || []))};
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'ranges';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});</script>"""
+SIZE_BUDGET_BYTES = 2_500_000
+
+
+def headless_dom(page: Path, profile: Path) -> str:
+    return subprocess.run(
         [
             str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000",
+            "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--virtual-time-budget=15000",
             "--dump-dom", page.as_uri(),
         ],
-        capture_output=True, text=True, timeout=90, check=False,
+        capture_output=True, text=True, timeout=120, check=False,
     ).stdout  # fmt: skip
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make system-deps)")
+def test_html_report_charts_render_in_headless_chromium_with_axes_that_fit_the_data(tmp_path: Path) -> None:
+    results = sample_results()
+    search_steps(results)[0]["figures"]["p99_ms"] = 0.0  # nothing completed: no log point
+    text = html_report(results)
+    assert "<script src=" not in text  # plotly.js is inlined: the file works offline
+    assert text.count('id="plotly-gz"') == 1  # and loaded once
+    assert len(text.encode()) < SIZE_BUDGET_BYTES, len(text.encode())
+    page = tmp_path / "report.html"
+    page.write_text(text.replace("</body>", DUMP_RANGES + "</body>"))
+    dom = headless_dom(page, tmp_path / "profile")
     for chart in ("chart-capacity", "chart-latency", "chart-load"):
         start = dom.index(f'id="{chart}"')
         section = dom[start : dom.find("</section>", start)]
-        # Plotly replaces the empty div with its SVG layers once it has drawn the traces.
+        # Plotly fills the empty div with its SVG layers once it has drawn the traces.
         assert 'class="main-svg"' in section, chart
         assert re.search(r'class="(trace bars|trace scatter)', section), chart
     assert dom.count('class="trace bars"') >= 4  # 1 capacity bar trace + p50/p95/p99
     assert "41x from sync to async" in dom
+    ranges = json.loads(html_lib.unescape(re.search(r'<pre id="ranges">(.*?)</pre>', dom, re.S).group(1)))  # type: ignore[union-attr]
+    assert {chart["id"] for chart in ranges} == {"chart-capacity", "chart-latency", "chart-load"}
+    for chart in ranges:
+        ys = [y for y in chart["ys"] if isinstance(y, int | float)]
+        low, high = chart["yrange"]
+        if chart["ytype"] == "log":
+            logs = [math.log10(y) for y in ys if y > 0]
+            low_data, high_data = min(logs), max(logs)
+            # Never out to 1e48: within a decade of what is drawn.
+            assert low_data - 1 <= low <= low_data, chart
+            assert high_data <= high <= high_data + 1, chart
+        else:
+            assert low <= min(0.0, *ys), chart
+            assert max(ys) <= high <= 2 * max(ys), chart
+
+
+def test_every_chart_axis_range_fits_the_data_even_with_zero_and_nan_latencies() -> None:
+    results = sample_results()
+    steps = search_steps(results)
+    steps[0]["figures"]["p99_ms"] = 0.0  # a step that completed nothing
+    steps[1]["figures"]["p50_ms"] = float("nan")
+    for chart_id, figure in charts(results):
+        layout = figure.layout
+        for axis in (layout.xaxis, layout.yaxis):
+            if axis.type != "log":
+                continue
+            ys = [y for trace in figure.data for y in trace.y]
+            assert all(y > 0 and math.isfinite(y) for y in ys), chart_id
+            low, high = axis.range
+            drawn = [*ys, results["rungs"][0]["config"]["slo_p99_ms"]]
+            # The axis spans the data it draws, within a decade either side: never out to 1e48.
+            assert math.log10(min(drawn)) - 1 <= low <= math.log10(min(drawn)), (chart_id, axis.range)
+            assert math.log10(max(drawn)) <= high <= math.log10(max(drawn)) + 1, (chart_id, axis.range)
+
+
+def test_report_opens_with_the_verdict_before_the_tables() -> None:
+    text = markdown(sample_results())
+    assert text.index("## Verdict") < text.index("## Rungs")
+    assert "Test behind each label" in text
+
+
+def test_a_ceiling_that_is_not_the_targets_is_a_lower_bound_and_not_compared() -> None:
+    results = sample_results()
+    sync, limited = results["rungs"]
+    limited["verdict"]["server_figure"] = False
+    limited["verdict"]["ceiling"] = "postgres on CPU 1"
+    text = markdown(results)
+    assert "≥ 400 req/s, limited by postgres on CPU 1 (not the target's capacity)" in text
+    assert "invalid comparison: 'async' is limited by postgres on CPU 1, not the target" in text
+    assert compare_rungs(sync, limited, "capacity").label == INVALID

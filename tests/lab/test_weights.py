@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tenk.lab.k6 import run_k6
-from tenk.lab.mixes import load_mix
-from tenk.lab.wrk import run_wrk
+from tenk.lab.definition.mixes import load_mix
+from tenk.lab.driving.k6 import run_k6
+from tenk.lab.driving.wrk import run_wrk
 from tests.conftest import TEST_API_KEY, ServerProcess, Stack
 
 

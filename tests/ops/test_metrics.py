@@ -60,3 +60,27 @@ def test_with_several_workers_counters_add_up_across_processes(
         if 'route="/tasks/{task_id}"' in line
     ]
     assert sum(counts) == 40, text
+
+
+def test_invented_methods_and_paths_add_no_metric_series(stack: Stack, spawn_api: Callable[..., ServerProcess]) -> None:
+    # granian, like most servers, passes any method token through to the app.
+    api = spawn_api(stack, server="granian")
+    with httpx.Client(base_url=api.base_url, timeout=10) as http:
+
+        def series() -> list[str]:
+            return _series(http.get("/metrics").text, "tenk_http_request_duration_seconds_count")
+
+        for i in range(20):  # every route template and status this test can produce, once
+            http.request(f"INVENTED{i}", "/products/1")
+            http.request(f"INVENTED{i}", f"/no/such/path/{i}")
+            http.get(f"/no/such/path/{i}")
+        series()  # and /metrics itself
+        before = series()
+        for i in range(20, 500):
+            http.request(f"INVENTED{i}", "/products/1")
+            http.request(f"INVENTED{i}", f"/no/such/path/{i}")
+            http.get(f"/no/such/path/{i}")
+        after = series()
+    methods = {m.group(1) for line in after if (m := re.search(r'method="([^"]*)"', line))}
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "OTHER"}, methods
+    assert len(after) == len(before), set(after) - set(before)

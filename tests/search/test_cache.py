@@ -1,12 +1,26 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
+import orjson
 
+from tenk.search.queries import RANK_CANDIDATES
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
+from tenk.stack.seed import VOCABULARY
 from tests.conftest import Stack
+
+
+class SteppedClock:
+    """Time that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 async def _counted_pool(stack: Stack, statements: list[str]) -> asyncpg.Pool:
@@ -17,17 +31,33 @@ async def _counted_pool(stack: Stack, statements: list[str]) -> asyncpg.Pool:
     return pool
 
 
-async def test_identical_concurrent_searches_share_one_query_and_then_hit_the_cache(stack: Stack) -> None:
+def _searches(statements: list[str]) -> int:
+    """Result pages loaded from Postgres (each load runs the candidate query once)."""
+    return statements.count(RANK_CANDIDATES)
+
+
+async def _until(condition: object, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+async def test_identical_concurrent_searches_of_a_query_seen_before_share_one_query_and_then_hit_the_cache(
+    stack: Stack,
+) -> None:
     statements: list[str] = []
     pool = await _counted_pool(stack, statements)
     try:
         service = SearchService(pool, SearchSettings())
+        first = await service.search("lamp", 10)  # first sighting: answered, not cached
         pages = await asyncio.gather(*(service.search("lamp", 10) for _ in range(50)))
-        assert len(set(pages)) == 1
+        assert set(pages) == {first}
         await service.search("lamp", 10)
-        assert len([q for q in statements if "websearch_to_tsquery" in q]) == 1
-        await service.search("lamp", 11)  # another page size is another entry
-        assert len([q for q in statements if "websearch_to_tsquery" in q]) == 2
+        assert _searches(statements) == 2
+        await service.search("lamp", 11)  # another page size is another query
+        await service.search("lamp", 11)
+        assert _searches(statements) == 4
     finally:
         await pool.close()
 
@@ -39,6 +69,81 @@ async def test_with_the_cache_off_every_search_reaches_postgres(stack: Stack) ->
         service = SearchService(pool, SearchSettings(cache=False))
         for _ in range(3):
             await service.search("kettle", 5)
-        assert len([q for q in statements if "websearch_to_tsquery" in q]) == 3
+        assert _searches(statements) == 3
+    finally:
+        await pool.close()
+
+
+async def test_a_hot_page_is_refreshed_once_ahead_of_expiry_and_no_request_waits_for_it(stack: Stack) -> None:
+    statements: list[str] = []
+    clock = SteppedClock()
+    pool = await _counted_pool(stack, statements)
+    blocker = await asyncpg.connect(stack.pg.url)
+    try:
+        settings = SearchSettings(cache_ttl_s=10.0, cache_refresh_ahead=0.8)
+        service = SearchService(pool, settings, clock=clock)
+        await service.search("lamp", 10)  # first sighting: not cached
+        first = await service.search("lamp", 10)
+        assert _searches(statements) == 2
+        assert service.pages is not None
+        assert service.pages.writes == 1
+
+        clock.now += 7.9  # still fresh: served from memory, nothing reloaded
+        assert await service.search("lamp", 10) == first
+        assert _searches(statements) == 2
+        assert service.refreshes == 0
+
+        clock.now += 0.2  # past the refresh-ahead point: 50 requests, one background reload
+        pages = await asyncio.gather(*(service.search("lamp", 10) for _ in range(50)))
+        assert set(pages) == {first}
+        assert service.refreshes == 1
+        pages_kept = service.pages
+        await _until(lambda: pages_kept.writes == 2 and not service.loads)
+        assert _searches(statements) == 3
+
+        # Past the first load's expiry: the page was replaced ahead of it, so with Postgres unable to
+        # answer (products locked) the request is still served from memory at once.
+        clock.now += 2.0
+        await blocker.execute("BEGIN; LOCK TABLE products IN ACCESS EXCLUSIVE MODE")
+        assert await asyncio.wait_for(service.search("lamp", 10), timeout=10) == first
+        await blocker.execute("ROLLBACK")
+        assert _searches(statements) == 3
+    finally:
+        await blocker.close()
+        await pool.close()
+
+
+async def test_a_page_nobody_asked_for_near_expiry_expires_and_reloads_once(stack: Stack) -> None:
+    statements: list[str] = []
+    clock = SteppedClock()
+    pool = await _counted_pool(stack, statements)
+    try:
+        service = SearchService(pool, SearchSettings(cache_ttl_s=10.0), clock=clock)
+        await service.search("kettle", 10)
+        await service.search("kettle", 10)
+        clock.now += 10.0
+        await asyncio.gather(*(service.search("kettle", 10) for _ in range(20)))
+        assert _searches(statements) == 3
+        assert service.refreshes == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_query_never_repeated_is_answered_from_postgres_and_never_written_to_the_cache(stack: Stack) -> None:
+    statements: list[str] = []
+    pool = await _counted_pool(stack, statements)
+    try:
+        service = SearchService(pool, SearchSettings(cache_max_items=50))
+        queries = [*VOCABULARY[:120], *(f"{a} {b}" for a, b in zip(VOCABULARY[:60], VOCABULARY[60:120], strict=True))]
+        for query in queries:
+            body = orjson.loads(await service.search(query, 5))
+            assert body["query"] == query
+        assert _searches(statements) == len(queries)
+        assert service.pages is not None
+        assert service.pages.writes == 0
+        assert len(service.pages) == 0
+        assert service.loads.calls == 0  # not even a single-flight task
+        await service.search(queries[0], 5)  # its second sighting (within the window): admitted
+        assert service.pages.writes == 1
     finally:
         await pool.close()

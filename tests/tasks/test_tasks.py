@@ -21,6 +21,24 @@ async def test_create_read_and_patch_a_task(client: httpx.AsyncClient) -> None:
     assert patched.json()["title"] == "write the spec"
 
 
+async def test_create_answers_201_with_the_location_of_the_new_task(client: httpx.AsyncClient) -> None:
+    created = await client.post("/tasks", json={"title": "locate me"}, headers=AUTH)
+    assert created.status_code == 201
+    assert created.headers["location"] == f"/tasks/{created.json()['id']}"
+    assert (await client.get(created.headers["location"])).json() == created.json()
+
+
+async def test_delete_needs_a_writer_removes_the_task_and_is_404_the_second_time(client: httpx.AsyncClient) -> None:
+    location = (await client.post("/tasks", json={"title": "delete me"}, headers=AUTH)).headers["location"]
+    assert (await client.delete(location)).status_code == 401
+    deleted = await client.delete(location, headers=AUTH)
+    assert (deleted.status_code, deleted.content) == (204, b"")
+    assert (await client.get(location)).status_code == 404
+    again = await client.delete(location, headers=AUTH)
+    assert again.status_code == 404
+    assert again.json()["error"]["fields"] == [{"field": "path.task_id", "message": "no such task"}]
+
+
 async def test_missing_task_is_404(client: httpx.AsyncClient) -> None:
     assert (await client.get("/tasks/77777777")).status_code == 404
     assert (await client.patch("/tasks/77777777", json={"done": True}, headers=AUTH)).status_code == 404

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -17,31 +16,18 @@ from tests.conftest import Stack
 QuotesClient = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
-
-
 @pytest.fixture
 def quotes_client(
     stack: Stack,
     mock: MockUpstreamProcess,
     app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
 ) -> QuotesClient:
-    """`async with quotes_client(TIMEOUT_S="0.2") as client:` an app whose TENK_UPSTREAM_* are set so."""
+    """`async with quotes_client(timeout_s=0.2) as client:` an app whose upstream settings are set so."""
 
     @asynccontextmanager
-    async def open_client(**upstream_env: str) -> AsyncIterator[httpx.AsyncClient]:
-        env = {"TENK_UPSTREAM_URL": mock.url} | {f"TENK_UPSTREAM_{k}": v for k, v in upstream_env.items()}
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        try:
-            # The lifespan reads UpstreamSettings from the environment when it starts.
-            async for client in app_client_factory(stack.settings()):
-                yield client
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    async def open_client(**upstream: object) -> AsyncIterator[httpx.AsyncClient]:
+        async for client in app_client_factory(stack.settings(upstream={"url": mock.url, **upstream})):
+            yield client
 
     return open_client
 

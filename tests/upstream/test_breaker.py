@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 from tenk.lab.mock_upstream import MockUpstreamProcess
 from tests.upstream.conftest import QuotesClient
 
-BREAKER_KNOBS = {"BREAKER_MIN_CALLS": "4", "BREAKER_OPEN_S": "1", "BREAKER_WINDOW_S": "30", "CACHE_TTL_S": "0"}
+BREAKER_KNOBS = {"breaker_min_calls": 4, "breaker_open_s": 1, "breaker_window_s": 30, "cache_ttl_s": 0}
+PROBE_HELD_MS = 4000
+
+
+async def _until_the_vendor_holds(mock: MockUpstreamProcess, symbol: str, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while (await asyncio.to_thread(mock.stats, symbol))["symbol"]["quotes"] < 1:
+        assert time.monotonic() < deadline, f"the vendor never saw {symbol} within {within_s}s"
+        await asyncio.sleep(0.02)
 
 
 def _breaker_state(metrics: str) -> float:
@@ -40,10 +49,12 @@ async def test_the_breaker_opens_half_opens_with_a_single_probe_and_closes(
         assert mock.stats()["quotes"] == 5
 
         # The vendor recovers, slowly: exactly one probe is let through while everyone else fails fast.
-        mock.set_profile(error_rate=0, p50_ms=800, p99_ms=800)
+        # The probe is held at the vendor far longer than 50 fast-failing calls take even on a busy machine,
+        # and the calls start only once the vendor holds it (no guess at how long that takes).
+        mock.set_profile(error_rate=0, p50_ms=PROBE_HELD_MS, p99_ms=PROBE_HELD_MS)
         await asyncio.sleep(1.1)
         probe = asyncio.create_task(client.get("/quotes/PROBE3"))
-        await asyncio.sleep(0.2)
+        await _until_the_vendor_holds(mock, "PROBE3")
         assert _breaker_state((await client.get("/metrics")).text) == 2
         waiting = await asyncio.gather(*(client.get(f"/quotes/WAIT{i}") for i in range(50)))
         assert {r.status_code for r in waiting} == {503}

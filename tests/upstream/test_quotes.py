@@ -39,7 +39,7 @@ async def test_a_vendor_slower_than_the_timeout_gives_504_on_time(
     quotes_client: QuotesClient, mock: MockUpstreamProcess
 ) -> None:
     mock.set_profile(p50_ms=3000, p99_ms=3000)
-    async with quotes_client(TIMEOUT_S="0.3") as client:
+    async with quotes_client(timeout_s=0.3) as client:
         started = time.perf_counter()
         response = await client.get("/quotes/SLOW")
         elapsed = time.perf_counter() - started
@@ -55,7 +55,7 @@ async def test_a_full_bulkhead_gives_503_with_retry_after_at_once(
     quotes_client: QuotesClient, mock: MockUpstreamProcess
 ) -> None:
     mock.set_profile(p50_ms=1500, p99_ms=1500)
-    async with quotes_client(MAX_INFLIGHT="3") as client:
+    async with quotes_client(max_inflight=3) as client:
         parked = [asyncio.create_task(client.get(f"/quotes/PARK{i}")) for i in range(3)]
         await wait_until_parked(mock, 3)
         inflight_gauge = (await client.get("/metrics")).text
@@ -83,7 +83,7 @@ async def test_vendor_errors_and_unknown_symbols(quotes_client: QuotesClient, mo
 
 
 async def test_an_unreachable_vendor_gives_502_not_500(quotes_client: QuotesClient) -> None:
-    async with quotes_client(URL="http://127.0.0.1:9", CONNECT_TIMEOUT_S="0.5") as client:
+    async with quotes_client(url="http://127.0.0.1:9", connect_timeout_s=0.5) as client:
         response = await client.get("/quotes/AAPL")
     assert response.status_code == 502
 
@@ -93,7 +93,7 @@ async def test_1000_concurrent_callers_for_one_symbol_make_one_vendor_call(
 ) -> None:
     # The cache is off, so only coalescing can explain a single call.
     mock.set_profile(p50_ms=2000, p99_ms=2000)
-    async with quotes_client(CACHE_TTL_S="0") as client:
+    async with quotes_client(cache_ttl_s=0) as client:
         responses = await asyncio.gather(*(client.get("/quotes/COAL") for _ in range(1000)))
         metrics = (await client.get("/metrics")).text
     assert {r.status_code for r in responses} == {200}
@@ -105,7 +105,7 @@ async def test_1000_concurrent_callers_for_one_symbol_make_one_vendor_call(
 async def test_the_cache_serves_a_symbol_for_its_ttl_then_asks_again(
     quotes_client: QuotesClient, mock: MockUpstreamProcess
 ) -> None:
-    async with quotes_client(CACHE_TTL_S="0.3") as client:
+    async with quotes_client(cache_ttl_s=0.3) as client:
         first = await client.get("/quotes/TTL")
         again = await client.get("/quotes/TTL")
         assert mock.stats(symbol="TTL")["symbol"]["quotes"] == 1
@@ -120,7 +120,7 @@ async def test_a_caller_that_hangs_up_does_not_cancel_the_call_others_wait_on(
     quotes_client: QuotesClient, mock: MockUpstreamProcess
 ) -> None:
     mock.set_profile(p50_ms=500, p99_ms=500)
-    async with quotes_client(CACHE_TTL_S="0") as client:
+    async with quotes_client(cache_ttl_s=0) as client:
         impatient = asyncio.create_task(client.get("/quotes/SHARE"))
         await asyncio.sleep(0.1)
         patient = asyncio.create_task(client.get("/quotes/SHARE"))

@@ -13,7 +13,18 @@ REDIS_ERROR = CACHE_LOOKUPS.labels("product", "redis", "error")
 DB_READS = Counter("tenk_catalog_db_reads_total", "Product reads that reached Postgres.", ["path"])
 DB_READ_NORMAL = DB_READS.labels("normal")
 DB_READ_FALLBACK = DB_READS.labels("redis_down")
+DB_READ_REPLICA = DB_READS.labels("replica")
+REPLICA_BEHIND = Counter(
+    "tenk_catalog_replica_behind_total",
+    "Product misses the primary answered because the replica had not replayed the product's last write.",
+)
 INVALIDATIONS = Counter("tenk_catalog_invalidations_total", "Local cache invalidations by origin.", ["origin"])
 INVALIDATION_FAILURES = Counter(
-    "tenk_catalog_invalidation_failures_total", "Writes whose Redis invalidation had to be retried."
+    "tenk_catalog_invalidation_failures_total", "Writes whose Redis invalidation was left to the outbox replay."
+)
+INVALIDATIONS_REPLAYED = Counter(
+    "tenk_catalog_invalidations_replayed_total", "Invalidations delivered from the outbox after the writer could not."
+)
+FILLS_FAILED = Counter(
+    "tenk_catalog_redis_fills_failed_total", "Product reads Redis did not cache (full, or unreachable mid-read)."
 )

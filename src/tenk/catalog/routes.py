@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import asyncpg
 import orjson
@@ -11,125 +12,154 @@ from tenk.catalog import queries
 from tenk.catalog.schemas import Product, ProductIn, ProductPage, ProductPatch
 from tenk.catalog.service import MISSING, NOT_FOUND_BODY, CatalogService
 from tenk.errors import ConflictError, NotFoundError
-from tenk.ops.auth import require_reader, require_writer
-from tenk.pagination import CursorCodec, cursor_codec, keyset_page
+from tenk.lane import app_state, header, hot
+from tenk.models import errors_documented
+from tenk.ops.auth import check_authorization_header, require_reader, require_writer
+from tenk.pagination import CursorCodec, cursors, keyset_page
+from tenk.reply import JSON, Reply, as_response, created
 
 router = APIRouter(prefix="/products", tags=["catalog"])
 
 ProductId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Product id.")]
-_NOT_FOUND = orjson.dumps(
-    {
-        "error": {
-            "code": "not_found",
-            "message": "no such product",
-            "fields": [{"field": "path.product_id", "message": "no such product"}],
-        }
-    }
-)
-_JSON = "application/json"
+CatalogDep = Annotated[CatalogService, app_state("catalog")]
+ProductCursors = Annotated[CursorCodec, cursors("products")]
 
-
-def _service(request: Request) -> CatalogService:
-    service: CatalogService = request.app.state.catalog
-    return service
-
-
-def _cursors(request: Request) -> CursorCodec:
-    return cursor_codec(request.app.state.settings.cursor_secret, "products")
+_NO_SUCH_PRODUCT = errors_documented({404: "No such product"})
+# Where a created product's id leads: schemathesis's stateful phase follows these.
+_LINKS: dict[str, Any] = {
+    name: {"operationId": operation, "parameters": {"product_id": "$response.body#/id"}}
+    for name, operation in [
+        ("GetProduct", "get_product"),
+        ("ReplaceProduct", "replace_product"),
+        ("PatchProduct", "patch_product"),
+        ("DeleteProduct", "delete_product"),
+    ]
+}
 
 
 @router.get(
     "/{product_id}",
     response_model=Product,
-    responses={404: {"description": "No such product"}},
+    responses=_NO_SUCH_PRODUCT,
     dependencies=[Depends(require_reader)],
+    operation_id="get_product",
     summary="One product, through the process cache, Redis and Postgres",
 )
-async def get_product(product_id: ProductId, request: Request) -> Response:
-    body = await _service(request).get_product_json(product_id)
-    if body == MISSING:
-        return Response(NOT_FOUND_BODY, 404, media_type=_JSON)
-    return Response(body, media_type=_JSON)
+@hot
+async def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply:
+    body = await catalog.get_product_json(product_id)
+    return Reply(404, NOT_FOUND_BODY) if body == MISSING else Reply(200, body)
 
 
-@router.get("", response_model=ProductPage, dependencies=[Depends(require_reader)], summary="Products by id, keyset")
+# The same route without Depends (service and auth read off the app), selected by
+# TENK_PRODUCT_ROUTE_DEPENDS=false with TENK_HOT_LANE=false: it measures what FastAPI's Depends costs.
+state_variant = APIRouter(prefix="/products", include_in_schema=False)
+
+
+@state_variant.get("/{product_id}")
+async def get_product_without_depends(product_id: ProductId, request: Request) -> Response:
+    state = request.app.state
+    if state.settings.auth_reads:
+        check_authorization_header(header(request.scope, b"authorization"), state.accepted_key_digests)
+    body = await state.catalog.get_product_json(product_id)
+    return as_response(Reply(404, NOT_FOUND_BODY) if body == MISSING else Reply(200, body))
+
+
+@router.get(
+    "",
+    response_model=ProductPage,
+    dependencies=[Depends(require_reader)],
+    operation_id="list_products",
+    summary="Products by id, keyset",
+)
 async def list_products(
-    request: Request,
+    catalog: CatalogDep,
+    codec: ProductCursors,
     after: Annotated[str | None, Query(max_length=512, description="Cursor from the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
 ) -> Response:
-    last_id = 0
-    if after:
-        (last_id,) = _cursors(request).decode(after, shape=(int,))
-    rows = await _service(request).pg.fetch(queries.PRODUCT_PAGE, last_id, limit + 1)
-    return Response(keyset_page(rows, limit, _cursors(request)), media_type=_JSON)
+    last_id = codec.decode(after, shape=(int,))[0] if after else 0
+    rows = await catalog.read_pool().fetch(queries.PRODUCT_PAGE, last_id, limit + 1)
+    return Response(keyset_page(rows, limit, codec), media_type=JSON)
 
 
-async def _write(request: Request, query: str, *args: object) -> Response:
-    service = _service(request)
+async def _write(catalog: CatalogService, query: str, *args: object) -> bytes:
     try:
-        row: str | None = await service.pg.fetchval(query, *args)
+        row: str | None = await catalog.pg.fetchval(query, *args)
     except asyncpg.UniqueViolationError:
         raise ConflictError("a product with this sku exists", field="body.sku") from None
     if row is None:
         raise NotFoundError("no such product", field="path.product_id")
     body = row.encode()
-    await service.invalidate(orjson.loads(body)["id"])
-    return Response(body, 201 if query is queries.INSERT_PRODUCT else 200, media_type=_JSON)
+    await catalog.invalidate(orjson.loads(body)["id"])
+    return body
+
+
+def _columns(product: ProductIn | ProductPatch) -> tuple[object, ...]:
+    """The fields in the order INSERT_PRODUCT, REPLACE_PRODUCT and PATCH_PRODUCT take them (after the id)."""
+    return product.sku, product.name, product.description, product.price_cents, product.stock
+
+
+_WRITE_ERRORS = errors_documented({404: "No such product", 409: "Another product has this sku"})
+_Route = TypeVar("_Route", bound=Callable[..., Any])
+
+
+def _product_write(
+    method: Callable[..., Callable[[_Route], _Route]], operation_id: str, summary: str
+) -> Callable[[_Route], _Route]:
+    """PUT and PATCH of one product: the writer's key, the product back, 404 or 409."""
+    return method(
+        "/{product_id}",
+        response_model=Product,
+        responses=_WRITE_ERRORS,
+        dependencies=[Depends(require_writer)],
+        operation_id=operation_id,
+        summary=summary,
+    )
 
 
 @router.post(
     "",
     status_code=201,
     response_model=Product,
+    responses={
+        201: {"description": "Created; `Location` names it", "links": _LINKS},
+        **errors_documented({409: "Another product has this sku"}),
+    },
     dependencies=[Depends(require_writer)],
+    operation_id="create_product",
     summary="Create a product",
 )
-async def create_product(product: ProductIn, request: Request) -> Response:
-    return await _write(
-        request,
-        queries.INSERT_PRODUCT,
-        product.sku,
-        product.name,
-        product.description,
-        product.price_cents,
-        product.stock,
-    )
+async def create_product(product: ProductIn, catalog: CatalogDep) -> Response:
+    body = await _write(catalog, queries.INSERT_PRODUCT, *_columns(product))
+    return created(body, router.prefix)
 
 
-@router.put(
+@_product_write(router.put, "replace_product", "Replace a product")
+async def replace_product(product_id: ProductId, product: ProductIn, catalog: CatalogDep) -> Response:
+    body = await _write(catalog, queries.REPLACE_PRODUCT, product_id, *_columns(product))
+    return Response(body, media_type=JSON)
+
+
+@_product_write(router.patch, "patch_product", "Change some fields")
+async def patch_product(product_id: ProductId, patch: ProductPatch, catalog: CatalogDep) -> Response:
+    body = await _write(catalog, queries.PATCH_PRODUCT, product_id, *_columns(patch))
+    return Response(body, media_type=JSON)
+
+
+@router.delete(
     "/{product_id}",
-    response_model=Product,
+    status_code=204,
+    response_class=Response,
+    responses=_NO_SUCH_PRODUCT,
     dependencies=[Depends(require_writer)],
-    summary="Replace a product",
+    operation_id="delete_product",
+    summary="Delete a product; every process stops serving it",
 )
-async def replace_product(product_id: ProductId, product: ProductIn, request: Request) -> Response:
-    return await _write(
-        request,
-        queries.REPLACE_PRODUCT,
-        product_id,
-        product.sku,
-        product.name,
-        product.description,
-        product.price_cents,
-        product.stock,
-    )
-
-
-@router.patch(
-    "/{product_id}",
-    response_model=Product,
-    dependencies=[Depends(require_writer)],
-    summary="Change some fields",
-)
-async def patch_product(product_id: ProductId, patch: ProductPatch, request: Request) -> Response:
-    return await _write(
-        request,
-        queries.PATCH_PRODUCT,
-        product_id,
-        patch.sku,
-        patch.name,
-        patch.description,
-        patch.price_cents,
-        patch.stock,
-    )
+async def delete_product(product_id: ProductId, catalog: CatalogDep) -> Response:
+    deleted = await catalog.pg.fetchval(queries.DELETE_PRODUCT, product_id)
+    if deleted is None:
+        raise NotFoundError("no such product", field="path.product_id")
+    # Like any write: the cached copies (here, in Redis, in every other process) go, so reads see the 404.
+    await catalog.invalidate(product_id)
+    return Response(status_code=204)

@@ -4,8 +4,12 @@ Read: process LRU -> Redis -> Postgres. Concurrent misses on one id share one lo
 so a burst of N misses costs one SELECT per process. When Redis is down (its breaker open), reads go
 to Postgres through a small bulkhead, so a Redis outage cannot turn into a Postgres stampede.
 
-Write: commit in Postgres, then in one Redis round trip delete the cached copy, bump the product's
-generation and publish the id. Every process drops its local copy when the message arrives.
+Each dependency has its own breaker, and each breaker judges only the calls to its dependency: a
+Redis lookup, the Postgres SELECT and the Redis fill are separate guarded calls, so Postgres failing
+never opens (or wedges half-open) the Redis breaker, and a miss runs its SELECT exactly once.
+
+Write: commit in Postgres (a trigger records the invalidation in the same transaction), then drop the
+cached copies everywhere; see `tenk.catalog.invalidation` for why no invalidation can be lost.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ from redis.asyncio import Redis
 
 from tenk.background import cancel_and_wait
 from tenk.catalog import keys, metrics, queries
+from tenk.catalog.invalidation import Invalidator
+from tenk.catalog.replicas import Replicas, WrittenLsn
 from tenk.catalog.settings import CatalogSettings
-from tenk.connections import REDIS_DOWN
+from tenk.connections import POSTGRES_ERRORS, REDIS_DOWN, postgres_is_down, redis_is_down
 from tenk.errors import error_body
-from tenk.local_cache import LocalCache
+from tenk.local_cache import TtlCache
 from tenk.ops.metrics import live_gauges
-from tenk.resilience import Bulkhead, CircuitBreaker, CircuitOpenError, SingleFlight
+from tenk.resilience import Backoff, Bulkhead, CircuitBreaker, CircuitOpenError, SingleFlight
 
 logger = logging.getLogger("tenk.catalog.service")
 
@@ -36,22 +42,25 @@ MISSING = b""
 NOT_FOUND_BODY = error_body(
     "not_found", "no such product", [{"field": "path.product_id", "message": "no such product"}]
 )
-_RETRY_INVALIDATION_EVERY_S = 0.5
+_LISTEN_TIMEOUT_S = 1.0
+_START_WAIT_S = 2.0
 
 
 class CatalogService:
-    def __init__(self, pg: asyncpg.Pool, redis: Redis, settings: CatalogSettings) -> None:
+    def __init__(
+        self, pg: asyncpg.Pool, redis: Redis, settings: CatalogSettings, replicas: Replicas | None = None
+    ) -> None:
         self.pg = pg
         self.redis = redis
         self.settings = settings
-        self.local: LocalCache[int] = LocalCache(settings.local_max_items, settings.local_ttl_s)
+        self.local: TtlCache[int] = TtlCache(settings.local_max_items, settings.local_ttl_s)
+        self.replicas = replicas or Replicas([])
         self.loads: SingleFlight[int, bytes] = SingleFlight()
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
         self.pg_breaker = CircuitBreaker("postgres", failure_ratio=0.5, window_s=5, min_calls=10, open_s=2)
         self.fallback = Bulkhead("postgres-fallback", settings.fallback_max_inflight, settings.fallback_max_wait_s)
+        self.invalidator = Invalidator(pg, redis, track_lsn=bool(self.replicas))
         self._fill_script = redis.register_script(keys.FILL_IF_UNCHANGED)
-        # Ids whose Redis invalidation failed (Redis down at write time); retried until it succeeds.
-        self._pending_invalidations: set[int] = set()
 
     async def get_product_json(self, product_id: int) -> bytes:
         """The product's JSON bytes, or MISSING. Hot path: the local hit returns before any await."""
@@ -65,55 +74,83 @@ class CatalogService:
 
     async def _load(self, product_id: int) -> bytes:
         epoch = self.local.epoch
-        value: bytes | None = None
-        if self.settings.redis_cache and self.redis_breaker.try_acquire():
-            try:
-                value = await self._load_through_redis(product_id)
-            except REDIS_DOWN as exc:
-                self.redis_breaker.release(ok=False)
-                metrics.REDIS_ERROR.inc()
-                logger.debug("redis read failed: %s", exc)
-            else:
-                self.redis_breaker.release(ok=True)
-        if value is None and not self.settings.redis_cache:
+        if self.settings.redis_cache:
+            value = await self._load_through_redis(product_id)
+        else:
             metrics.DB_READ_NORMAL.inc()
             value = await self._select(product_id)
-        elif value is None:
-            async with self.fallback.slot():
-                metrics.DB_READ_FALLBACK.inc()
-                value = await self._select(product_id)
         if self.settings.local_cache:
             ttl = self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.local_ttl_s)
-            self.local.put(product_id, value, epoch, ttl)
+            self.local.put(product_id, value, epoch=epoch, ttl_s=ttl)
         return value
 
     async def _load_through_redis(self, product_id: int) -> bytes:
         product_key, generation_key = keys.product_key(product_id), keys.generation_key(product_id)
-        # The client is built without decode_responses, so values are bytes.
-        cached, generation = cast("list[bytes | None]", await self.redis.mget(product_key, generation_key))
+        looked_up = await self._redis_lookup(product_key, generation_key, keys.written_lsn_key(product_id))
+        if looked_up is None:
+            async with self.fallback.slot():
+                metrics.DB_READ_FALLBACK.inc()
+                return await self._select(product_id)
+        cached, generation, written_lsn = looked_up
         if cached is not None:
             metrics.REDIS_HIT.inc()
             return cached
         metrics.REDIS_MISS.inc()
         metrics.DB_READ_NORMAL.inc()
-        value = await self._select(product_id)
+        value = await self._select(product_id, int(written_lsn) if written_lsn else 0)
         ttl_s = self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.redis_ttl_s)
-        await self._fill_script(
-            keys=[product_key, generation_key],
-            args=[generation.decode() if generation is not None else "", value, int(ttl_s * 1000)],
-        )
+        await self._fill(product_key, generation_key, generation, value, ttl_s)
         return value
 
-    async def _select(self, product_id: int) -> bytes:
-        if not self.pg_breaker.try_acquire():
-            raise CircuitOpenError("postgres", self.pg_breaker.retry_after_s())
+    async def _redis_lookup(self, *redis_keys: str) -> list[bytes | None] | None:
+        """[cached value, generation, written LSN], or None when Redis cannot be asked (breaker open, or
+        it failed)."""
+        call = self.redis_breaker.call(redis_is_down)
+        if call is None:
+            return None
         try:
-            row: str | None = await self.pg.fetchval(queries.PRODUCT_BY_ID, product_id)
-        except (asyncpg.PostgresError, OSError, TimeoutError, asyncpg.InterfaceError):
-            self.pg_breaker.release(ok=False)
-            raise
-        self.pg_breaker.release(ok=True)
+            with call:
+                # The client is built without decode_responses, so values are bytes.
+                return cast("list[bytes | None]", await self.redis.mget(*redis_keys))
+        except REDIS_DOWN as exc:
+            metrics.REDIS_ERROR.inc()
+            logger.debug("redis read failed: %s", exc)
+            return None
+
+    async def _fill(
+        self, product_key: str, generation_key: str, generation: bytes | None, value: bytes, ttl_s: float
+    ) -> None:
+        """Cache what was read, unless the product was written since the lookup. Best effort: the
+        caller already has its answer, so a refused or failed fill is counted, never raised."""
+        call = self.redis_breaker.call(redis_is_down)
+        if call is None:
+            return
+        try:
+            with call:
+                await self._fill_script(
+                    keys=[product_key, generation_key],
+                    args=[generation.decode() if generation is not None else "", value, int(ttl_s * 1000)],
+                )
+        except REDIS_DOWN as exc:
+            # A full Redis answers OOM here: it is up, so the breaker was not told otherwise.
+            metrics.FILLS_FAILED.inc()
+            logger.debug("redis fill failed: %s", exc)
+
+    async def _select(self, product_id: int, written_lsn: WrittenLsn = None) -> bytes:
+        """The row from a replica that has replayed `written_lsn` (see `tenk.catalog.replicas`), or
+        from the primary."""
+        call = self.pg_breaker.call(postgres_is_down)
+        if call is None:
+            raise CircuitOpenError("postgres", self.pg_breaker.retry_after_s())
+        with call:
+            answered, row = await self.replicas.product_json(product_id, written_lsn)
+            if not answered:
+                row = await self.pg.fetchval(queries.PRODUCT_BY_ID, product_id)
         return MISSING if row is None else row.encode()
+
+    def read_pool(self) -> asyncpg.Pool:
+        """For reads that are not cached and may lag (listings): a replica when there is one."""
+        return self.replicas.next() if self.replicas else self.pg
 
     def _jitter(self, ttl: float) -> float:
         spread = self.settings.ttl_jitter
@@ -123,54 +160,30 @@ class CatalogService:
         """After a committed write: drop every cached copy, here and in every other process."""
         self.local.invalidate(product_id)
         metrics.INVALIDATIONS.labels("local_write").inc()
-        try:
-            await self._invalidate_in_redis(product_id)
-        except REDIS_DOWN as exc:
-            metrics.INVALIDATION_FAILURES.inc()
-            logger.warning("redis invalidation of product %s failed (%s); will retry", product_id, exc)
-            self._pending_invalidations.add(product_id)
-
-    async def _invalidate_in_redis(self, product_id: int) -> None:
-        generation_key = keys.generation_key(product_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(keys.product_key(product_id))
-            pipe.incr(generation_key)
-            pipe.expire(generation_key, keys.GENERATION_TTL_S)
-            # Published after the delete: a process that sees the message and re-reads Redis
-            # can only find the new value or nothing.
-            pipe.publish(keys.INVALIDATE_CHANNEL, str(product_id))
-            await pipe.execute()
+        await self.invalidator.after_write(product_id)
 
     async def listen_for_invalidations(self, ready: asyncio.Event) -> None:
         """Apply other processes' invalidations; reconnect with backoff when Redis goes away."""
-        backoff = 0.1
+        backoff = Backoff(0.1, 2.0)
         while True:
             try:
-                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.subscribe(keys.INVALIDATE_CHANNEL)
+                async with self.invalidator.broadcast.subscription() as subscription:
                     # Messages published while we were disconnected are lost: start clean.
                     self.local.clear()
                     ready.set()
-                    backoff = 0.1
+                    backoff.reset()
                     while True:
-                        await self._retry_pending_invalidations()
-                        message = await pubsub.get_message(timeout=_RETRY_INVALIDATION_EVERY_S)
-                        if message is not None and message["type"] == "message":
+                        data = await subscription.next_message(_LISTEN_TIMEOUT_S)
+                        if data is not None:
                             with suppress(ValueError):
-                                self.local.invalidate(int(message["data"]))
+                                self.local.invalidate(int(data))
                                 metrics.INVALIDATIONS.labels("pubsub").inc()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("invalidation listener lost redis (%s); retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-
-    async def _retry_pending_invalidations(self) -> None:
-        while self._pending_invalidations:
-            product_id = next(iter(self._pending_invalidations))
-            await self._invalidate_in_redis(product_id)
-            self._pending_invalidations.discard(product_id)
+                delay = backoff.next_delay()
+                logger.warning("invalidation listener lost redis (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
 
     def gauges(self) -> list[tuple[dict[str, str], float]]:
         return [
@@ -181,16 +194,23 @@ class CatalogService:
 
 @asynccontextmanager
 async def catalog_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    service = CatalogService(app.state.pg, app.state.redis, CatalogSettings())
+    replicas = await Replicas.open(app.state.settings)
+    service = CatalogService(app.state.pg, app.state.redis, app.state.settings.catalog, replicas)
     app.state.catalog = service
     ready = asyncio.Event()
     listener = asyncio.create_task(service.listen_for_invalidations(ready), name="catalog-invalidations")
-    # Wait briefly so that a process is subscribed before it serves; don't hang start-up if Redis is down.
+    # Wait briefly so that a process is subscribed, and invalidations left undelivered (by a writer that
+    # died, or while Redis was down) are out, before it serves; don't hang start-up if either is down.
     with suppress(TimeoutError):
-        await asyncio.wait_for(ready.wait(), 2.0)
+        await asyncio.wait_for(ready.wait(), _START_WAIT_S)
+    with suppress(TimeoutError, *POSTGRES_ERRORS, *REDIS_DOWN):
+        await asyncio.wait_for(service.invalidator.replay(), _START_WAIT_S)
+    replayer = asyncio.create_task(service.invalidator.replay_forever(), name="catalog-invalidation-replay")
     live_gauges.add("tenk_breaker_state", "Circuit breaker state: 0 closed, 1 open, 2 half-open.", service.gauges)
     try:
         yield
     finally:
         live_gauges.remove("tenk_breaker_state", service.gauges)
+        await cancel_and_wait(replayer)
         await cancel_and_wait(listener)
+        await replicas.close()

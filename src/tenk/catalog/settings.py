@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field
 
 
-class CatalogSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TENK_CATALOG_", extra="ignore")
+class CatalogSettings(BaseModel):
+    """`settings.catalog` in the tree (tenk.settings): TENK_CATALOG_<FIELD>."""
 
     local_cache: bool = Field(True, description="Keep a per-process LRU in front of Redis.")
     local_max_items: int = Field(50_000, ge=1, description="Entries in the per-process LRU.")

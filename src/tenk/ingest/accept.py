@@ -1,6 +1,10 @@
-"""What POST /events and /events/batch do, shared by the FastAPI routes and the fast lane (`hot.py`).
+"""What POST /events and /events/batch do; their routes are `@hot`, so both lanes call this.
 
-Each returns (status, JSON body, Retry-After seconds or None), so neither caller builds more than it sends.
+Each returns a `Reply` (status, JSON body, Retry-After seconds or None), so neither lane builds more than it sends.
+
+A 503 does not say that nothing was added: a timeout can strike after Redis ran the append. A retry is
+safe when every event carries its own `event_id`, or when the request carries an `Idempotency-Key`
+(the ids generated for it are derived from the key): Postgres keeps one row per id either way.
 """
 
 from __future__ import annotations
@@ -10,50 +14,84 @@ import orjson
 from tenk.connections import REDIS_DOWN
 from tenk.errors import error_body
 from tenk.ingest import codec
-from tenk.ingest.schemas import MAX_BATCH
+from tenk.ingest.producer import BacklogFull, NotReplicated
+from tenk.ingest.schemas import MAX_BATCH, MAX_IDEMPOTENCY_KEY
 from tenk.ingest.service import IngestService
-
-Outcome = tuple[int, bytes, int | None]
+from tenk.reply import Reply
 
 _TOO_MANY = error_body("payload_too_large", f"a batch holds at most {MAX_BATCH} events")
 _STREAM_DOWN = error_body("stream_unavailable", "the event stream is unavailable")
+_NOT_REPLICATED = error_body(
+    "not_replicated",
+    "no Redis replica acknowledged the events in time, so they are not acknowledged; retry (the same ids)",
+)
+_BAD_KEY = error_body(
+    "invalid_input",
+    "the Idempotency-Key is not valid",
+    [{"field": "header.idempotency-key", "message": f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters"}],
+)
 
 
-def _invalid(exc: codec.EventErrors) -> Outcome:
-    return 422, error_body("invalid_input", "the events are not valid; nothing was accepted", exc.problems), None
+def _invalid(exc: codec.EventErrors) -> Reply:
+    return Reply(422, error_body("invalid_input", "the events are not valid; nothing was accepted", exc.problems), None)
 
 
-def _busy(service: IngestService) -> Outcome:
-    backlog = service.backlog.total if service.backlog is not None else 0
-    message = f"{backlog} events wait to be written (cap {service.settings.max_backlog}); retry later"
-    return 503, error_body("backlog_full", message), 1
+def _busy(service: IngestService) -> Reply:
+    backlog = service.backlog
+    count, size = (backlog.total, backlog.bytes) if backlog is not None else (0, 0)
+    settings = service.settings
+    message = (
+        f"{count} events ({size} bytes) wait to be written (cap {settings.max_backlog} events,"
+        f" {settings.max_backlog_bytes} bytes); retry later"
+    )
+    return Reply(503, error_body("backlog_full", message), 1)
 
 
-async def accept_one(service: IngestService, body: bytes) -> Outcome:
-    if service.over_capacity:
-        return _busy(service)
-    try:
-        entry, event_id = codec.parse_one(body)
-    except codec.EventErrors as exc:
-        return _invalid(exc)
-    try:
-        await service.producer.add([entry])
-    except REDIS_DOWN:
-        return 503, _STREAM_DOWN, 1
-    return 202, b'{"accepted":1,"ids":["' + event_id.encode() + b'"]}', None
-
-
-async def accept_batch(service: IngestService, body: bytes, ndjson: bool) -> Outcome:
-    if service.over_capacity:
-        return _busy(service)
-    try:
-        entries, ids = codec.parse_batch(body, ndjson)
-    except codec.TooManyEvents:
-        return 413, _TOO_MANY, None
-    except codec.EventErrors as exc:
-        return _invalid(exc)
+async def _append(service: IngestService, entries: list[bytes]) -> Reply | None:
     try:
         await service.producer.add(entries)
+    except BacklogFull:
+        return _busy(service)
+    except NotReplicated:
+        return Reply(503, _NOT_REPLICATED, 1)
     except REDIS_DOWN:
-        return 503, _STREAM_DOWN, 1
-    return 202, orjson.dumps({"accepted": len(ids), "ids": ids}), None
+        return Reply(503, _STREAM_DOWN, 1)
+    return None
+
+
+async def accept_one(service: IngestService, body: bytes, idempotency_key: bytes | None = None) -> Reply:
+    if idempotency_key is not None and not codec.valid_idempotency_key(idempotency_key):
+        return Reply(422, _BAD_KEY, None)
+    if service.over_capacity:
+        return _busy(service)
+    try:
+        entry, event_id = codec.parse_one(body, idempotency_key)
+    except codec.EventErrors as exc:
+        return _invalid(exc)
+    if service.full_shards and service.refuses([entry]):
+        return _busy(service)
+    refused = await _append(service, [entry])
+    if refused is not None:
+        return refused
+    return Reply(202, b'{"accepted":1,"ids":["' + event_id.encode() + b'"]}', None)
+
+
+async def accept_batch(
+    service: IngestService, body: bytes, ndjson: bool, idempotency_key: bytes | None = None
+) -> Reply:
+    if idempotency_key is not None and not codec.valid_idempotency_key(idempotency_key):
+        return Reply(422, _BAD_KEY, None)
+    if service.over_capacity:
+        return _busy(service)
+    try:
+        entries, ids = codec.parse_batch(body, ndjson, idempotency_key)
+    except codec.TooManyEvents:
+        return Reply(413, _TOO_MANY, None)
+    except codec.EventErrors as exc:
+        return _invalid(exc)
+    if service.full_shards and service.refuses(entries):
+        return _busy(service)
+    refused = await _append(service, entries)
+    if refused is not None:
+        return refused
+    return Reply(202, orjson.dumps({"accepted": len(ids), "ids": ids}), None)

@@ -7,10 +7,16 @@ A stream entry holds one field, `e`, whose value is the event as one line of Pos
 `ts` is normalised to UTC ISO 8601 and `accepted_us` is when the API accepted it (Unix microseconds).
 The only field that can hold a backslash is the payload, and orjson never writes a raw tab, CR or LF,
 so the worker turns an entry into a COPY line by doubling backslashes and adding a newline.
+
+Whatever the API answers 202 for, the worker writes: both judge fields by the same functions here
+(`parse_event` on what a client sent, `entry_problem` on what the stream holds), so an event is never
+accepted by one and dead-lettered by the other.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import re
 import time
@@ -20,9 +26,20 @@ from uuid import UUID
 
 import orjson
 
-from tenk.ingest.schemas import MAX_BATCH, MAX_PAYLOAD_BYTES, SOURCE_PATTERN
+from tenk.ingest.schemas import (
+    MAX_BATCH,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_PAYLOAD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    SOURCE_PATTERN,
+)
 
 _SOURCE = re.compile(SOURCE_PATTERN)
+_CANONICAL_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_IDEMPOTENCY_KEY = re.compile(rb"[\x21-\x7e]+")
+_LONG_DIGITS = re.compile(rb"[0-9]{20}")
+# orjson keeps integers in [-2**63, 2**64) exact, and jsonb stores them exactly.
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _FIELDS = frozenset(("event_id", "source", "ts", "payload"))
 # A NUL escape preceded by an even number of backslashes is a real NUL, which jsonb refuses.
 _NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
@@ -50,12 +67,83 @@ def uuid7() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def keyed_id(key: bytes, index: int, source: bytes, ts: bytes, payload_json: bytes) -> str:
+    """The id of the `index`-th event of a request sent with this Idempotency-Key (RFC 9562 v8).
+
+    A retry of the request (same key, same events) gets the ids of the first attempt, so Postgres keeps
+    one row each. The event's content is part of the hash: two clients that happen to pick the same key
+    for different events get different ids, not a conflict.
+    """
+    digest = hashlib.sha256(b"\0".join((b"tenk-idempotency", key, b"%d" % index, source, ts, payload_json))).digest()
+    value = int.from_bytes(digest[:16]) & ~(0xF << 76) & ~(0b11 << 62)
+    h = f"{value | (0x8 << 76) | (0b10 << 62):032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def accepted_now() -> bytes:
     return str(time.time_ns() // 1000).encode()
 
 
-def parse_event(event: Any, where: str, accepted: bytes, problems: list[Problem]) -> tuple[bytes, str] | None:
-    """(entry, event_id) for a valid event; otherwise appends to `problems` and returns None."""
+def valid_idempotency_key(key: bytes) -> bool:
+    return 0 < len(key) <= MAX_IDEMPOTENCY_KEY and _IDEMPOTENCY_KEY.fullmatch(key) is not None
+
+
+# The rules for each field, shared by the API (on what a client sent) and the worker (on an entry):
+# whatever the API accepts, the worker writes. Each returns None when the value is acceptable.
+
+
+def source_problem(source: object) -> str | None:
+    # fullmatch: a `$`-anchored `match` would accept a trailing newline, which no COPY line survives.
+    if isinstance(source, str) and _SOURCE.fullmatch(source) is not None:
+        return None
+    return "must be 1-64 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
+
+
+def canonical_ts(ts: object) -> tuple[str, str | None]:
+    """(UTC ISO 8601 text, None), or ("", problem). A timestamp without an offset is refused, not
+    guessed: the same wall-clock time means different instants on different senders."""
+    if not isinstance(ts, str) or len(ts) > 64:
+        return "", "must be an RFC 3339 timestamp"
+    try:
+        parsed = datetime.fromisoformat(ts)
+        if parsed.tzinfo is None:
+            return "", "must include a UTC offset"
+        return parsed.astimezone(UTC).isoformat(), None
+    except (ValueError, OverflowError):
+        return "", "must be an RFC 3339 timestamp"
+
+
+def payload_problem(payload_json: bytes) -> str | None:
+    """Checks an encoded payload: what orjson wrote for the API, what an entry holds for the worker."""
+    if len(payload_json) > MAX_PAYLOAD_BYTES:
+        return f"must be at most {MAX_PAYLOAD_BYTES} bytes"
+    # Only a JSON object starts and ends with braces; Postgres checks the JSON in between.
+    if payload_json[:1] != b"{" or payload_json[-1:] != b"}":
+        return "must be a JSON object"
+    if b"\\u0000" in payload_json and _NUL_ESCAPE.search(payload_json):
+        return "must not contain the NUL character"
+    return None
+
+
+def _encode_payload(payload: object) -> tuple[bytes, str | None]:
+    if not isinstance(payload, dict):
+        return b"", "must be a JSON object"
+    try:
+        payload_json = orjson.dumps(payload)
+    except orjson.JSONEncodeError:
+        # orjson writes at most 255 levels; it reads up to 1,024.
+        return b"", f"must be nested at most {MAX_PAYLOAD_DEPTH} levels deep"
+    return payload_json, payload_problem(payload_json)
+
+
+def parse_event(
+    event: Any, where: str, accepted: bytes, problems: list[Problem], key: bytes | None = None, index: int = 0
+) -> tuple[bytes, str] | None:
+    """(entry, event_id) for a valid event; otherwise appends to `problems` and returns None.
+
+    An event without an id gets a time-ordered one, or, when the request carries an Idempotency-Key,
+    the one `keyed_id` derives from the key, the event's position in the request and its content.
+    """
     if not isinstance(event, dict):
         problems.append({"field": where, "message": "must be a JSON object"})
         return None
@@ -66,7 +154,8 @@ def parse_event(event: Any, where: str, accepted: bytes, problems: list[Problem]
     raw_id = event.get("event_id")
     event_id = ""
     if raw_id is None:
-        event_id = uuid7()
+        # A keyed id is derived once the content is known to be valid.
+        event_id = uuid7() if key is None else ""
     elif isinstance(raw_id, str) and len(raw_id) <= 64:
         try:
             event_id = str(UUID(raw_id))
@@ -76,48 +165,89 @@ def parse_event(event: Any, where: str, accepted: bytes, problems: list[Problem]
         problems.append({"field": f"{where}.event_id", "message": "must be a UUID"})
 
     source = event.get("source")
-    if not isinstance(source, str) or _SOURCE.match(source) is None:
-        problems.append({"field": f"{where}.source", "message": "must be 1-64 of A-Z a-z 0-9 . _ : -"})
+    problem = source_problem(source)
+    if problem is not None:
+        problems.append({"field": f"{where}.source", "message": problem})
 
-    ts = event.get("ts")
-    ts_text = ""
-    if not isinstance(ts, str) or len(ts) > 64:
-        problems.append({"field": f"{where}.ts", "message": "must be an RFC 3339 timestamp"})
-    else:
-        try:
-            parsed = datetime.fromisoformat(ts)
-            if parsed.tzinfo is None:
-                problems.append({"field": f"{where}.ts", "message": "must include a UTC offset"})
-            else:
-                ts_text = parsed.astimezone(UTC).isoformat()
-        except (ValueError, OverflowError):
-            problems.append({"field": f"{where}.ts", "message": "must be an RFC 3339 timestamp"})
+    ts_text, problem = canonical_ts(event.get("ts"))
+    if problem is not None:
+        problems.append({"field": f"{where}.ts", "message": problem})
 
-    payload = event.get("payload")
-    payload_json = b""
-    if not isinstance(payload, dict):
-        problems.append({"field": f"{where}.payload", "message": "must be a JSON object"})
-    else:
-        payload_json = orjson.dumps(payload)
-        if len(payload_json) > MAX_PAYLOAD_BYTES:
-            problems.append({"field": f"{where}.payload", "message": f"must be at most {MAX_PAYLOAD_BYTES} bytes"})
-        elif b"\\u0000" in payload_json and _NUL_ESCAPE.search(payload_json):
-            problems.append({"field": f"{where}.payload", "message": "must not contain the NUL character"})
+    payload_json, problem = _encode_payload(event.get("payload"))
+    if problem is not None:
+        problems.append({"field": f"{where}.payload", "message": problem})
 
     if len(problems) > found:
         return None
     assert isinstance(source, str)
-    entry = b"\t".join((event_id.encode(), source.encode(), ts_text.encode(), accepted, payload_json))
+    source_bytes, ts_bytes = source.encode(), ts_text.encode()
+    if not event_id and key is not None:
+        event_id = keyed_id(key, index, source_bytes, ts_bytes, payload_json)
+    entry = b"\t".join((event_id.encode(), source_bytes, ts_bytes, accepted, payload_json))
     return entry, event_id
 
 
-def parse_one(body: bytes) -> tuple[bytes, str]:
+def entry_problem(entry: bytes) -> str | None:
+    """Why the worker must not write an entry, by the same rules the API applied; None if it may.
+
+    Only a producer that skipped `parse_event` can make one fail.
+    """
+    fields = entry.split(b"\t")
+    if len(fields) != ENTRY_FIELDS or b"\n" in entry or b"\r" in entry:
+        return "malformed entry"
+    raw_id, raw_source, raw_ts, accepted, payload_json = fields
+    if _CANONICAL_UUID.fullmatch(raw_id) is None:
+        return "malformed entry: event_id"
+    try:
+        source, ts = raw_source.decode("ascii"), raw_ts.decode("ascii")
+    except UnicodeDecodeError:
+        return "malformed entry: source or ts"
+    if source_problem(source) is not None:
+        return "malformed entry: source"
+    if canonical_ts(ts) != (ts, None):
+        return "malformed entry: ts"
+    if not (0 < len(accepted) <= 18 and accepted.isdigit()):
+        return "malformed entry: accepted time"
+    problem = payload_problem(payload_json)
+    return None if problem is None else f"malformed entry: payload {problem}"
+
+
+def _int_in_range(text: str) -> int:
+    # Checked before int(): a 5,000-digit literal must not cost (or hit) Python's digit limit.
+    if len(text.lstrip("-")) > 20 or not _INT_MIN <= int(text) <= _INT_MAX:
+        raise _IntegerOutOfRange
+    return int(text)
+
+
+class _IntegerOutOfRange(Exception):
+    pass
+
+
+def _integers_problem(raw: bytes) -> str | None:
+    """orjson reads an integer beyond 64 bits as the nearest double: refuse it rather than store another
+    number. Only a body with a run of 20 digits can hold one, so others skip the slow check."""
+    if _LONG_DIGITS.search(raw) is None:
+        return None
+    try:
+        json.loads(raw, parse_int=_int_in_range)
+    except _IntegerOutOfRange:
+        return "holds an integer outside the 64-bit range; send it as a string"
+    except (ValueError, RecursionError):
+        # orjson accepted it, so only the stdlib's own limits differ: no integer was out of range.
+        return None
+    return None
+
+
+def parse_one(body: bytes, key: bytes | None = None) -> tuple[bytes, str]:
     try:
         event = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise EventErrors([{"field": "body", "message": "is not valid JSON"}]) from None
+    problem = _integers_problem(body)
+    if problem is not None:
+        raise EventErrors([{"field": "body", "message": problem}])
     problems: list[Problem] = []
-    parsed = parse_event(event, "body", accepted_now(), problems)
+    parsed = parse_event(event, "body", accepted_now(), problems, key)
     if parsed is None:
         raise EventErrors(problems)
     return parsed
@@ -127,7 +257,7 @@ class TooManyEvents(Exception):
     pass
 
 
-def parse_batch(body: bytes, ndjson: bool) -> tuple[list[bytes], list[str]]:
+def parse_batch(body: bytes, ndjson: bool, key: bytes | None = None) -> tuple[list[bytes], list[str]]:
     """All events of a batch, or EventErrors listing every bad index and field (nothing is half-accepted)."""
     if ndjson:
         lines = [line for line in body.split(b"\n") if line.strip()]
@@ -141,6 +271,10 @@ def parse_batch(body: bytes, ndjson: bool) -> tuple[list[bytes], list[str]]:
             except orjson.JSONDecodeError:
                 events.append(None)
                 bad.append({"field": f"body[{index}]", "message": "is not valid JSON"})
+                continue
+            problem = _integers_problem(line)
+            if problem is not None:
+                bad.append({"field": f"body[{index}]", "message": problem})
         if bad:
             raise EventErrors(bad)
     else:
@@ -152,6 +286,9 @@ def parse_batch(body: bytes, ndjson: bool) -> tuple[list[bytes], list[str]]:
             raise EventErrors([{"field": "body", "message": "must be a JSON array of events"}])
         if len(loaded) > MAX_BATCH:
             raise TooManyEvents
+        problem = _integers_problem(body)
+        if problem is not None:
+            raise EventErrors([{"field": "body", "message": problem}])
         events = loaded
     if not events:
         raise EventErrors([{"field": "body", "message": "must hold at least one event"}])
@@ -160,7 +297,7 @@ def parse_batch(body: bytes, ndjson: bool) -> tuple[list[bytes], list[str]]:
     entries: list[bytes] = []
     ids: list[str] = []
     for index, event in enumerate(events):
-        parsed = parse_event(event, f"body[{index}]", accepted, problems)
+        parsed = parse_event(event, f"body[{index}]", accepted, problems, key, index)
         if parsed is not None:
             entries.append(parsed[0])
             ids.append(parsed[1])
@@ -169,13 +306,9 @@ def parse_batch(body: bytes, ndjson: bool) -> tuple[list[bytes], list[str]]:
     return entries, ids
 
 
-def well_formed(entry: bytes) -> bool:
-    """Whether an entry can become exactly one COPY line; Postgres checks the field values themselves."""
-    return entry.count(b"\t") == ENTRY_FIELDS - 1 and b"\n" not in entry and b"\r" not in entry
-
-
-def copy_line(entry: bytes) -> bytes:
-    return entry.replace(b"\\", b"\\\\") + b"\n"
+def copy_line(stream_id: bytes, entry: bytes) -> bytes:
+    """The staging row of an entry: its stream id (to dead-letter a conflict by), then its fields."""
+    return stream_id + b"\t" + entry.replace(b"\\", b"\\\\") + b"\n"
 
 
 def entry_event_id(entry: bytes) -> str:

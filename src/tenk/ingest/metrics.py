@@ -7,6 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 BACKLOG = Gauge("tenk_ingest_backlog", "Events accepted and not yet written, by kind.", ["kind"])
 BACKLOG_LAG = BACKLOG.labels("lag")
 BACKLOG_PENDING = BACKLOG.labels("pending")
+BACKLOG_BYTES = Gauge("tenk_ingest_backlog_bytes", "Encoded bytes of the events accepted and not yet written.")
 FLUSH_SIZE = Histogram(
     "tenk_ingest_flush_size",
     "Events per flush.",
@@ -25,4 +26,9 @@ REDELIVERIES = Counter(
 REPLAYED = REDELIVERIES.labels("replayed")
 CLAIMED = REDELIVERIES.labels("claimed")
 DEAD_LETTERS = Counter("tenk_ingest_dead_letters_total", "Events sent to the dead-letter table.")
+CONFLICTS = Counter(
+    "tenk_ingest_conflicts_total", "Events whose id was already stored with other content (dead-lettered)."
+)
+VANISHED = Counter("tenk_ingest_vanished_total", "Pending entries deleted from the stream before they were written.")
+RECONCILED = Counter("tenk_ingest_backlog_reconciled_total", "Times the backlog counters were found off and reset.")
 FLUSH_RETRIES = Counter("tenk_ingest_flush_retries_total", "Flush attempts that failed on Postgres or Redis.")

@@ -4,16 +4,27 @@ Each request hands its encoded events to `add` and waits. One sender sends every
 while the previous round trip was in flight as one script call, then wakes each waiter. Under load a
 request costs a future, not a Redis command of its own; when idle a request goes out at once, because
 the sender does not wait to fill a batch. A request returns only after Redis has confirmed its XADDs.
+
+With TENK_INGEST_SHARDS > 1 each round sends one script call per shard its entries fall into, all at
+once (on a cluster, to each shard's own master); each shard refuses or adds its part whole. A request
+whose entries span shards fails if any of its parts failed, even though other parts may be in: a
+503 never promises that nothing was added (see `accept.py`).
+
+With `replicated` durability each call is followed by `WAIT 1 <replica_wait_ms>` on the same
+connection; a call no replica acknowledged in time fails its requests with NotReplicated (503).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import defaultdict
+from typing import Any
 
 from redis.asyncio import Redis
 
-from tenk.background import cancel_and_wait
+from tenk.background import cancel_and_wait, raise_if_cancelled
+from tenk.connections import pinned_to
 from tenk.ingest import keys
 
 logger = logging.getLogger("tenk.ingest.producer")
@@ -21,10 +32,25 @@ logger = logging.getLogger("tenk.ingest.producer")
 _MAX_ENTRIES_PER_CALL = 4096
 
 
+class BacklogFull(Exception):
+    """Redis refused the batch: the backlog's bytes would pass TENK_INGEST_MAX_BACKLOG_BYTES."""
+
+
+class NotReplicated(Exception):
+    """No replica acknowledged the append within TENK_INGEST_REPLICA_WAIT_MS (`replicated` durability)."""
+
+
 class StreamProducer:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(
+        self, redis: Redis, max_backlog_bytes: int, shards: int = 1, replica_wait_ms: int | None = None
+    ) -> None:
+        self._redis = redis
         self._script = redis.register_script(keys.XADD_MANY)
-        self._queue: list[tuple[list[bytes], asyncio.Future[None]]] = []
+        self._shards = shards
+        # Each shard holds at most its share of the bytes, so the total cap holds too.
+        self._max_backlog_bytes = max_backlog_bytes // shards
+        self._replica_wait_ms = replica_wait_ms
+        self._queue: list[tuple[dict[int, list[bytes]], asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
 
@@ -39,39 +65,91 @@ class StreamProducer:
         self._queue.clear()
 
     async def add(self, entries: list[bytes]) -> None:
-        """Append the entries to the stream; returns once Redis has confirmed all of them."""
+        """Append the entries to the stream; returns once Redis has confirmed all of them.
+
+        Raises BacklogFull when the stream refused them (they may have shared a call with others'
+        entries: all of a call is added, or none of it), and a REDIS_DOWN error when Redis failed.
+        """
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append((entries, waiter))
+        by_shard: dict[int, list[bytes]] = {0: entries}
+        if self._shards > 1:
+            by_shard = defaultdict(list)
+            for entry in entries:
+                by_shard[keys.shard_of(entry, self._shards)].append(entry)
+        self._queue.append((by_shard, waiter))
         self._wake.set()
         await waiter
 
     async def _send_forever(self) -> None:
         while True:
+            raise_if_cancelled()
             await self._wake.wait()
             self._wake.clear()
             while self._queue:
                 taken = 0
                 count = 0
-                for entries, _ in self._queue:
-                    if count and count + len(entries) > _MAX_ENTRIES_PER_CALL:
+                for by_shard, _ in self._queue:
+                    size = sum(len(entries) for entries in by_shard.values())
+                    if count and count + size > _MAX_ENTRIES_PER_CALL:
                         break
-                    count += len(entries)
+                    count += size
                     taken += 1
                 batch, self._queue = self._queue[:taken], self._queue[taken:]
-                args = [entry for entries, _ in batch for entry in entries]
+                calls: dict[int, list[bytes | int]] = {}
+                for by_shard, _ in batch:
+                    for shard, entries in by_shard.items():
+                        calls.setdefault(shard, [self._max_backlog_bytes]).extend(entries)
                 try:
-                    await self._script(keys=[keys.STREAM, keys.STATS], args=args)
+                    outcomes = dict(
+                        zip(
+                            calls,
+                            await asyncio.gather(
+                                *(self._append(shard, args) for shard, args in calls.items()), return_exceptions=True
+                            ),
+                            strict=True,
+                        )
+                    )
                 except asyncio.CancelledError:
                     for _, waiter in batch:
                         if not waiter.done():
                             waiter.set_exception(ConnectionError("the API is shutting down"))
                     raise
-                except Exception as exc:
-                    logger.warning("XADD of %d events failed: %s", count, exc)
-                    for _, waiter in batch:
-                        if not waiter.done():
-                            waiter.set_exception(exc)
-                else:
-                    for _, waiter in batch:
-                        if not waiter.done():
-                            waiter.set_result(None)
+                for by_shard, waiter in batch:
+                    if not waiter.done():
+                        _settle(waiter, [outcomes[shard] for shard in by_shard])
+
+    async def _append(self, shard: int, args: list[bytes | int]) -> Any:
+        stream, stats = keys.stream_key(shard), keys.stats_key(shard)
+        try:
+            if self._replica_wait_ms is None:
+                return await self._script(keys=[stream, stats], args=args)
+            return await self._append_replicated(stream, stats, args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("XADD of %d events failed: %s", len(args) - 1, exc)
+            raise
+
+    async def _append_replicated(self, stream: str, stats: str, args: list[bytes | int]) -> Any:
+        # WAIT counts the replicas that have this connection's writes: the append and the WAIT go
+        # together in one pipeline, on one connection to the stream's master. EVAL, not EVALSHA: a
+        # pipeline cannot load a script that a (new, promoted) master does not have.
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.eval(keys.XADD_MANY, 2, stream, stats, *args)
+            pipe.execute_command("WAIT", 1, self._replica_wait_ms, **pinned_to(self._redis, stream))
+            added, replicas = await pipe.execute()
+        if added != keys.BACKLOG_FULL and int(replicas) < 1:
+            raise NotReplicated()
+        return added
+
+
+def _settle(waiter: asyncio.Future[None], outcomes: list[Any]) -> None:
+    """A request's result is its worst part's: an error, then a refusal, then success."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            waiter.set_exception(outcome)
+            return
+    if any(outcome == keys.BACKLOG_FULL for outcome in outcomes):
+        waiter.set_exception(BacklogFull())
+    else:
+        waiter.set_result(None)

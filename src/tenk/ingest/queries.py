@@ -2,34 +2,63 @@
 
 from __future__ import annotations
 
-# Once per worker connection. ON COMMIT DELETE ROWS empties it at every commit, so a flush never sees
-# the previous one's rows, and a rolled-back flush leaves nothing behind either.
+# At the start of every COPY flush, inside its transaction: ON COMMIT DROP makes the table part of that
+# transaction alone, so no state outlives it on the server connection, which a transaction-mode pooler
+# (PgBouncer) may hand to another client next; a rolled-back flush leaves nothing behind either.
+# `stream_id` names the entry a row came from, so that a conflict can be dead-lettered as the entry it was.
 CREATE_STAGING = """
-CREATE TEMP TABLE IF NOT EXISTS ingest_staging (
+CREATE TEMP TABLE ingest_staging (
+    stream_id   text,
     event_id    uuid,
     source      text,
     ts          timestamptz,
     accepted_us bigint,
     payload     jsonb
-) ON COMMIT DELETE ROWS
+) ON COMMIT DROP
 """
 STAGING_TABLE = "ingest_staging"
-STAGING_COLUMNS = ["event_id", "source", "ts", "accepted_us", "payload"]
+STAGING_COLUMNS = ["stream_id", "event_id", "source", "ts", "accepted_us", "payload"]
 
 # Duplicates (a redelivered entry, a client that sent an id twice) are skipped, never an error:
-# one repeated id must not sink the rest of the batch.
+# one repeated id must not sink the rest of the batch. A skipped row that differs from the stored one
+# is a conflict (an id reused for another event), which CONFLICTS_IN_STAGING finds afterwards.
+# The table is partitioned by ts (migration 0006), so its unique key is (event_id, ts): ON CONFLICT
+# skips the same event again; NOT EXISTS skips an id already stored under another ts, and DISTINCT ON
+# keeps the first (in stream order) of one id repeated within the batch.
+# Limit: two *different* events with one id and different ts, flushed at the same instant on two
+# connections, can both be stored (neither sees the other's uncommitted row); the same event never is.
 INSERT_FROM_STAGING = """
 INSERT INTO events (event_id, source, ts, payload, accepted_at)
-SELECT event_id, source, ts, payload, 'epoch'::timestamptz + accepted_us * interval '1 microsecond'
-FROM ingest_staging
-ON CONFLICT (event_id) DO NOTHING
+SELECT DISTINCT ON (event_id)
+       event_id, source, ts, payload, 'epoch'::timestamptz + accepted_us * interval '1 microsecond'
+FROM ingest_staging s
+WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = s.event_id)
+ORDER BY event_id, length(stream_id), stream_id
+ON CONFLICT (event_id, ts) DO NOTHING
+"""
+
+# Run after INSERT_FROM_STAGING, in the same transaction, only when it skipped rows. A new statement
+# sees what a concurrent flush committed with the same ids (the INSERT waited for it), and the rows the
+# INSERT itself added, so two different events with one id in the same batch are caught too.
+# `accepted_at` is not compared: a client resending the same event is not a conflict.
+CONFLICTS_IN_STAGING = """
+SELECT DISTINCT s.stream_id
+FROM ingest_staging s JOIN events e USING (event_id)
+WHERE (s.source, s.ts, s.payload) IS DISTINCT FROM (e.source, e.ts, e.payload)
 """
 
 INSERT_ONE = """
 INSERT INTO events (event_id, source, ts, payload, accepted_at)
-VALUES ($1::text::uuid, $2::text, $3::text::timestamptz, $4::text::jsonb,
-        'epoch'::timestamptz + $5::text::bigint * interval '1 microsecond')
-ON CONFLICT (event_id) DO NOTHING
+SELECT $1::text::uuid, $2::text, $3::text::timestamptz, $4::text::jsonb,
+       'epoch'::timestamptz + $5::text::bigint * interval '1 microsecond'
+WHERE NOT EXISTS (SELECT 1 FROM events WHERE event_id = $1::text::uuid)
+ON CONFLICT (event_id, ts) DO NOTHING
+"""
+
+# After INSERT_ONE skipped a row: whether the stored event differs from the one that was skipped.
+CONFLICT_ONE = """
+SELECT bool_or((source, ts, payload) IS DISTINCT FROM ($2::text, $3::text::timestamptz, $4::text::jsonb))
+FROM events WHERE event_id = $1::text::uuid
 """
 
 INSERT_DEAD_LETTER = """
@@ -42,7 +71,8 @@ _EVENT_JSON = """json_build_object(
     'event_id', event_id, 'source', source, 'ts', ts, 'payload', payload,
     'accepted_at', accepted_at, 'written_at', written_at)::text"""
 
-EVENT_BY_ID = f"SELECT {_EVENT_JSON} FROM events WHERE event_id = $1"
+# LIMIT 1: see the limit noted at INSERT_FROM_STAGING; the first stored wins.
+EVENT_BY_ID = f"SELECT {_EVENT_JSON} FROM events WHERE event_id = $1 ORDER BY written_at LIMIT 1"
 
 # Keyset on (ts, event_id), which the (source, ts, event_id) index serves in order. The cursor
 # position travels as text: `ts::text|event_id`, exact to the microsecond in the UTC session zone.

@@ -1,19 +1,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 import orjson
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from tenk.connections import REDIS_DOWN
 from tenk.errors import InvalidInputError, NotFoundError, error_response
 from tenk.ingest import keys, queries
-from tenk.ingest.accept import Outcome, accept_batch, accept_one
+from tenk.ingest.accept import accept_batch, accept_one
 from tenk.ingest.schemas import (
     MAX_BATCH,
+    MAX_IDEMPOTENCY_KEY,
     SOURCE_PATTERN,
     Accepted,
     Event,
@@ -22,30 +23,35 @@ from tenk.ingest.schemas import (
     IngestStats,
 )
 from tenk.ingest.service import IngestService
+from tenk.ingest.stream import summed_counters
+from tenk.lane import ContentType, IdempotencyKey, RawBody, app_state, hot
+from tenk.models import errors_documented
 from tenk.ops.auth import require_reader, require_writer
-from tenk.pagination import cursor_codec, keyset_page
+from tenk.pagination import CursorCodec, cursors, keyset_page
+from tenk.reply import Reply
 
 router = APIRouter(tags=["ingest"])
 
 _JSON = "application/json"
 _FIRST_POSITION = ("-infinity", "00000000-0000-0000-0000-000000000000")
 _EVENT_SCHEMA = EventIn.model_json_schema(ref_template="#/components/schemas/{model}")
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    413: {"description": "Body too large, or more than 1,000 events"},
-    422: {"description": "Invalid events: every bad index and field is listed; nothing was accepted"},
-    503: {"description": "Backlog above TENK_INGEST_MAX_BACKLOG, or Redis unavailable; see Retry-After"},
+_ERRORS = errors_documented(
+    {
+        413: "Body too large, or more than 1,000 events",
+        422: "Invalid events: every bad index and field is listed; nothing was accepted",
+        503: "Backlog above TENK_INGEST_MAX_BACKLOG(_BYTES), or Redis unavailable; see Retry-After."
+        " The events may have been added all the same: retry with the same event_ids or Idempotency-Key.",
+    }
+)
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Generated ids derive from it and each event's position: a retry gets the same ids, stored once.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY, "pattern": "^[!-~]+$"},
 }
-
-
-def _service(request: Request) -> IngestService:
-    service: IngestService = request.app.state.ingest
-    return service
-
-
-def _response(outcome: Outcome) -> Response:
-    status, body, retry_after = outcome
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return Response(body, status, headers=headers, media_type=_JSON)
+IngestDep = Annotated[IngestService, app_state("ingest")]
+EventCursors = Annotated[CursorCodec, cursors("events")]
 
 
 def _redis_down() -> Response:
@@ -59,11 +65,14 @@ def _redis_down() -> Response:
     responses=_ERRORS,
     dependencies=[Depends(require_writer)],
     summary="Accept one event; it is written to Postgres shortly after",
-    openapi_extra={"requestBody": {"required": True, "content": {_JSON: {"schema": _EVENT_SCHEMA}}}},
+    openapi_extra={
+        "parameters": [_IDEMPOTENCY_KEY],
+        "requestBody": {"required": True, "content": {_JSON: {"schema": _EVENT_SCHEMA}}},
+    },
 )
-async def post_event(request: Request) -> Response:
-    # Served by the fast lane (tenk.ingest.hot) unless access logging is on; same outcome either way.
-    return _response(await accept_one(_service(request), await request.body()))
+@hot
+async def post_event(ingest: IngestDep, body: RawBody, idempotency_key: IdempotencyKey) -> Reply:
+    return await accept_one(ingest, body, idempotency_key)
 
 
 @router.post(
@@ -74,29 +83,32 @@ async def post_event(request: Request) -> Response:
     dependencies=[Depends(require_writer)],
     summary=f"Accept up to {MAX_BATCH} events: a JSON array, or NDJSON (application/x-ndjson)",
     openapi_extra={
+        "parameters": [_IDEMPOTENCY_KEY],
         "requestBody": {
             "required": True,
             "content": {
                 _JSON: {"schema": {"type": "array", "items": _EVENT_SCHEMA, "minItems": 1, "maxItems": MAX_BATCH}},
                 "application/x-ndjson": {"schema": {"type": "string", "description": "One event per line."}},
             },
-        }
+        },
     },
 )
-async def post_batch(request: Request) -> Response:
-    ndjson = "ndjson" in request.headers.get("content-type", "")
-    return _response(await accept_batch(_service(request), await request.body(), ndjson))
+@hot
+async def post_batch(
+    ingest: IngestDep, body: RawBody, content_type: ContentType, idempotency_key: IdempotencyKey
+) -> Reply:
+    return await accept_batch(ingest, body, b"ndjson" in content_type, idempotency_key)
 
 
 @router.get(
     "/events/{event_id}",
     response_model=Event,
-    responses={404: {"description": "Not written (yet), or never sent"}},
+    responses=errors_documented({404: "Not written (yet), or never sent"}),
     dependencies=[Depends(require_reader)],
     summary="One written event",
 )
-async def get_event(event_id: UUID, request: Request) -> Response:
-    row: str | None = await _service(request).pg.fetchval(queries.EVENT_BY_ID, event_id)
+async def get_event(event_id: UUID, ingest: IngestDep) -> Response:
+    row: str | None = await ingest.pg.fetchval(queries.EVENT_BY_ID, event_id)
     if row is None:
         raise NotFoundError("no such event (it may not be written yet)", field="path.event_id")
     return Response(row.encode(), media_type=_JSON)
@@ -108,22 +120,31 @@ async def get_event(event_id: UUID, request: Request) -> Response:
     dependencies=[Depends(require_reader)],
     summary="A source's written events by (ts, event_id), keyset paginated",
 )
+@hot
 async def source_events(
-    request: Request,
+    ingest: IngestDep,
+    codec: EventCursors,
     source: Annotated[str, Path(pattern=SOURCE_PATTERN, description="The events' source.")],
     after: Annotated[str | None, Query(max_length=512, description="Cursor from the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-) -> Response:
-    cursors = cursor_codec(request.app.state.settings.cursor_secret, "events")
-    position = _FIRST_POSITION
-    if after:
-        (key,) = cursors.decode(after, shape=(str,))
-        ts_text, _, event_id = key.rpartition("|")
-        if not ts_text:
-            raise InvalidInputError("cursor is not valid", field="query.after")
-        position = (ts_text, event_id)
-    rows = await _service(request).pg.fetch(queries.SOURCE_PAGE, source, *position, limit + 1)
-    return Response(keyset_page(rows, limit, cursors), media_type=_JSON)
+) -> Reply:
+    position = _position(codec, after) if after else _FIRST_POSITION
+    rows = await ingest.pg.fetch(queries.SOURCE_PAGE, source, *position, limit + 1)
+    return Reply(200, keyset_page(rows, limit, codec))
+
+
+def _position(codec: CursorCodec, after: str) -> tuple[str, str]:
+    """(ts, event_id) from a cursor, both re-rendered by Python, so Postgres never parses text we did not check."""
+    (key,) = codec.decode(after, shape=(str,))
+    ts_text, _, event_id = key.rpartition("|")
+    try:
+        ts = datetime.fromisoformat(ts_text)
+        if ts.tzinfo is None:
+            raise ValueError("a cursor's timestamp has an offset")
+        # In UTC, so that no offset Python accepts and Postgres does not (beyond +-15:59) can reach it.
+        return ts.astimezone(UTC).isoformat(), str(UUID(event_id))
+    except (ValueError, OverflowError):
+        raise InvalidInputError("cursor is not valid", field="query.after") from None
 
 
 @router.get(
@@ -132,11 +153,11 @@ async def source_events(
     dependencies=[Depends(require_reader)],
     summary="Backlog, pending, dead letters, rows written, last flush",
 )
-async def ingest_stats(request: Request) -> Response:
-    service = _service(request)
+async def ingest_stats(service: IngestDep) -> Response:
     try:
         backlog = await service.refresh_backlog()
         totals: dict[bytes, bytes] = await service.redis.hgetall(keys.STATS)  # type: ignore[assignment]
+        per_shard = await summed_counters(service.redis, service.settings.shards, ["vanished", "reconciled"])
     except REDIS_DOWN:
         return _redis_down()
     dead_letters = await service.pg.fetchval(queries.DEAD_LETTER_COUNT)
@@ -157,8 +178,13 @@ async def ingest_stats(request: Request) -> Response:
         "consumers": backlog.consumers,
         "dead_letters": dead_letters,
         "rows_written": int(stats.get("rows_written", 0)),
+        "conflicts": int(stats.get("conflicts", 0)),
+        "vanished": per_shard["vanished"],
+        "reconciled": per_shard["reconciled"],
+        "backlog_bytes": backlog.bytes,
         "last_flush": last_flush,
         "max_backlog": service.settings.max_backlog,
+        "max_backlog_bytes": service.settings.max_backlog_bytes,
         "accepting": not service.over_capacity,
     }
     return Response(orjson.dumps(body), media_type=_JSON)

@@ -7,20 +7,31 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 MAX_PAYLOAD_BYTES = 16 * 1024
 MAX_BATCH = 1000
+# orjson writes payloads nested at most this deep (it reads deeper ones).
+MAX_PAYLOAD_DEPTH = 254
+MAX_IDEMPOTENCY_KEY = 255
 SOURCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:\-]{0,63}$"
 
 
 class EventIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    event_id: UUID | None = Field(None, description="Client-chosen id; repeats are stored once. Generated when absent.")
+    event_id: UUID | None = Field(
+        None,
+        description="Client-chosen id: the same event sent again is stored once (the safe retry); another"
+        " event under a stored id is a conflict, dead-lettered. Generated when absent (from the"
+        " Idempotency-Key when the request has one).",
+    )
     source: str = Field(pattern=SOURCE_PATTERN, description="Who sent it: 1-64 of A-Z a-z 0-9 . _ : -")
-    ts: datetime = Field(description="When it happened, RFC 3339 with a UTC offset.")
-    payload: dict[str, Any] = Field(description=f"Any JSON object of at most {MAX_PAYLOAD_BYTES} bytes.")
+    ts: AwareDatetime = Field(description="When it happened, RFC 3339 with a UTC offset (naive times are refused).")
+    payload: dict[str, Any] = Field(
+        description=f"Any JSON object of at most {MAX_PAYLOAD_BYTES} bytes, nested at most {MAX_PAYLOAD_DEPTH}"
+        " levels deep, its integers within 64 bits."
+    )
 
 
 class Accepted(BaseModel):
@@ -57,6 +68,11 @@ class IngestStats(BaseModel):
     consumers: int
     dead_letters: int
     rows_written: int
+    conflicts: int = Field(description="Events whose id was already stored with other content (dead-lettered).")
+    vanished: int = Field(description="Pending entries deleted from the stream before they were written.")
+    reconciled: int = Field(description="Times a worker found the backlog counters off and reset them.")
+    backlog_bytes: int = Field(description="Encoded bytes of the backlog.")
     last_flush: LastFlush | None
     max_backlog: int
+    max_backlog_bytes: int
     accepting: bool

@@ -6,17 +6,18 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from tenk.background import cancel_and_wait
-from tenk.connections import REDIS_DOWN, create_redis
+from tenk.background import cancel_and_wait, raise_if_cancelled
+from tenk.connections import REDIS_DOWN, connect_redis, create_redis
+from tenk.ingest import keys
+from tenk.ingest.durability import DurabilityGuard
 from tenk.ingest.producer import StreamProducer
 from tenk.ingest.settings import IngestSettings
-from tenk.ingest.stream import Backlog, ensure_group, read_backlog
+from tenk.ingest.stream import Backlog, ensure_group, read_backlogs
 from tenk.ops.metrics import live_gauges
 from tenk.settings import Settings
 
@@ -28,16 +29,38 @@ class IngestService:
         self.pg = pg
         self.redis = redis
         self.settings = settings
-        self.producer = StreamProducer(redis)
+        replica_wait_ms = settings.replica_wait_ms if settings.durability == "replicated" else None
+        self.producer = StreamProducer(redis, settings.max_backlog_bytes, settings.shards, replica_wait_ms)
+        # All shards together; `shard_backlogs` has each one.
         self.backlog: Backlog | None = None
+        self.shard_backlogs: list[Backlog] = []
         # Read on every POST; refreshed in the background so that a POST costs no extra round trip.
+        # Backpressure holds in total and per shard: one hot source cannot fill its shard's share.
         self.over_capacity = False
+        self.full_shards: frozenset[int] = frozenset()
 
     async def refresh_backlog(self) -> Backlog:
-        backlog = await read_backlog(self.redis)
-        self.backlog = backlog
-        self.over_capacity = backlog.total > self.settings.max_backlog
+        shards = await read_backlogs(self.redis, self.settings.shards)
+        backlog = Backlog.summed(shards)
+        self.backlog, self.shard_backlogs = backlog, shards
+        self.over_capacity = (
+            backlog.total > self.settings.max_backlog or backlog.bytes > self.settings.max_backlog_bytes
+        )
+        count = len(shards)
+        self.full_shards = frozenset(
+            shard
+            for shard, one in enumerate(shards)
+            if count > 1
+            and (one.total > self.settings.max_backlog / count or one.bytes > self.settings.max_backlog_bytes / count)
+        )
         return backlog
+
+    def refuses(self, entries: list[bytes]) -> bool:
+        """Backpressure for these entries: the total is over its cap, or a shard they go to is over its share."""
+        if self.over_capacity:
+            return True
+        full = self.full_shards
+        return bool(full) and any(keys.shard_of(entry, self.settings.shards) in full for entry in entries)
 
     async def watch_backlog(self) -> None:
         interval = self.settings.backlog_poll_ms / 1000
@@ -47,6 +70,7 @@ class IngestService:
             except REDIS_DOWN as exc:
                 # The XADDs fail too while Redis is away; they answer 503 on their own.
                 logger.debug("backlog unreadable: %s", exc)
+            raise_if_cancelled()
             await asyncio.sleep(interval)
 
     def gauges(self) -> list[tuple[dict[str, str], float]]:
@@ -59,39 +83,35 @@ class IngestService:
 
 
 async def prepare_redis(redis: Redis, settings: IngestSettings) -> None:
-    """Make sure the group exists and the AOF fsync policy is the one TENK_INGEST_DURABILITY asks for."""
-    await ensure_group(redis)
-    config: dict[Any, Any] = await redis.config_get("appendonly")
-    if config.get(b"appendonly", config.get("appendonly")) not in (b"yes", "yes"):
-        logger.warning("redis runs without the AOF: accepted events are lost if it restarts")
-    current: dict[Any, Any] = await redis.config_get("appendfsync")
-    if current.get(b"appendfsync", current.get("appendfsync")) not in (
-        settings.durability,
-        settings.durability.encode(),
-    ):
-        await redis.config_set("appendfsync", settings.durability)
-        logger.info("redis appendfsync set to %s", settings.durability)
+    """Make sure every shard's group exists. The AOF policy is Redis's own config: `DurabilityGuard` checks it."""
+    for shard in range(settings.shards):
+        await ensure_group(redis, shard)
 
 
 @asynccontextmanager
 async def ingest_lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    ingest = IngestSettings()
+    ingest = settings.ingest
     # Its own client: a fsync-per-write Redis needs a longer timeout than the cache's fail-fast one.
-    redis = create_redis(settings.model_copy(update={"redis_timeout_s": ingest.redis_timeout_s}), max_connections=16)
+    redis = create_redis(settings, max_connections=16, timeout_s=ingest.redis_timeout_s)
     service = IngestService(app.state.pg, redis, ingest)
     app.state.ingest = service
     try:
+        await connect_redis(redis)
         await prepare_redis(redis, ingest)
     except REDIS_DOWN as exc:
         logger.warning("redis not ready for ingestion at start-up (%s); POST /events answers 503 until it is", exc)
     service.producer.start()
     watcher = asyncio.create_task(service.watch_backlog(), name="ingest-backlog")
+    durability = DurabilityGuard(redis, ingest.durability)
+    app.state.readiness_probes["redis_durability"] = (durability.verify, False)
+    durability_watch = asyncio.create_task(durability.watch(), name="redis-durability")
     live_gauges.add("tenk_ingest_backlog", "Events accepted and not yet written, by kind.", service.gauges)
     try:
         yield
     finally:
         live_gauges.remove("tenk_ingest_backlog", service.gauges)
         await cancel_and_wait(watcher)
+        await cancel_and_wait(durability_watch)
         await service.producer.stop()
         await redis.aclose()

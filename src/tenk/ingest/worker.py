@@ -8,8 +8,22 @@ Three tasks share a buffer of entries read but not yet written:
   on its own clock, whether or not a read is blocked. Flush order: COPY into the staging table,
   INSERT..SELECT ON CONFLICT DO NOTHING, COMMIT, and only then XACK. A crash anywhere before the XACK
   leaves the entries pending, to be written again; the ON CONFLICT makes that second write a no-op;
+- housekeeping makes the `events` day partitions ahead of time and drops those past retention
+  (`tenk.ingest.partitions`);
 - upkeep trims what every group has acknowledged, keeps this consumer's entries from looking idle,
-  and claims entries that dead consumers left idle.
+  claims entries that dead consumers left idle, and resets the backlog counters from the stream
+  itself (`keys.RECONCILE`), so that a drift can never block ingestion for good.
+
+Entries deleted from the stream while pending come back from XCLAIM and XAUTOCLAIM as nil (Redis 6.2,
+redis#7021). There is nothing left to write: they are acknowledged and counted as `vanished`, so one
+of them never sinks the rest of its batch. An event whose id is already stored with other content is
+a conflict: dead-lettered with reason `conflict` and counted; the same event again is a silent no-op.
+
+With TENK_INGEST_SHARDS > 1 every worker reads every shard (a reader per shard), so the shards spread
+over all workers and a dead worker's shards are still read by the others; upkeep trims, claims and
+reconciles shard by shard, and each shard's entries are acknowledged on their own stream. Postgres
+knows an entry of shard n > 0 by `n/<stream id>` (`keys.writer_stream_id`): stream ids repeat across
+shards.
 
 SIGTERM stops the reader, flushes what is in hand, and exits.
 """
@@ -25,19 +39,30 @@ import time
 from contextlib import suppress
 from typing import Any, NamedTuple
 
-from redis.asyncio import Redis
+import asyncpg
 from redis.exceptions import ResponseError
 
-from tenk.connections import REDIS_DOWN
-from tenk.ingest import codec, keys, metrics
-from tenk.ingest.settings import IngestSettings
-from tenk.ingest.stream import ensure_group, read_backlog, trim_acknowledged
-from tenk.ingest.writer import DeadLetter, GiveUp, PostgresWriter
+from tenk.background import cancel_and_wait, raise_if_cancelled
+from tenk.connections import (
+    POSTGRES_ERRORS,
+    REDIS_DOWN,
+    connect_redis,
+    pooler_connect_kwargs,
+    redis_from_url,
+    reply_text,
+)
+from tenk.ingest import codec, keys, metrics, partitions
+from tenk.ingest.stream import Backlog, ensure_group, read_backlogs, reconcile_backlog, trim_acknowledged
+from tenk.ingest.writer import CONFLICT, DeadLetter, GiveUp, PostgresWriter, SchemaMissing
+from tenk.resilience.backoff import Backoff
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.ingest.worker")
 
-_MAX_BACKOFF_S = 1.0
+
+def _backoff() -> Backoff:
+    """Redis gone: try again soon, then at most once a second, so that it is back in use within a second."""
+    return Backoff(0.05, 1.0)
 
 
 class Held(NamedTuple):
@@ -45,6 +70,7 @@ class Held(NamedTuple):
     entry: bytes | None
     arrived: float
     deliveries: int
+    shard: int = 0
 
 
 def default_consumer_name() -> str:
@@ -55,15 +81,12 @@ def _as_parsed(response: Any, **_: Any) -> Any:
     return response
 
 
-def _id_text(stream_id: Any) -> str:
-    return stream_id.decode() if isinstance(stream_id, bytes) else str(stream_id)
-
-
 class Worker:
-    def __init__(self, settings: Settings, ingest: IngestSettings, name: str) -> None:
+    def __init__(self, settings: Settings, name: str) -> None:
+        ingest = settings.ingest
         self.ingest = ingest
         self.name = name
-        self.redis = Redis.from_url(
+        self.redis = redis_from_url(
             settings.resolved_redis_url,
             # A blocked XREADGROUP must not look like a dead socket.
             socket_timeout=ingest.block_ms / 1000 + ingest.redis_timeout_s,
@@ -74,16 +97,22 @@ class Worker:
         self._ack_script = self.redis.register_script(keys.XACK_COUNTED)
         # Each flush has a connection (and its staging table) to itself; while one commits, the next
         # batch is already being copied on another, so commit latency does not cap throughput.
+        self._dsn = settings.resolved_database_url
+        self._connect_kwargs = pooler_connect_kwargs(settings)
         self.writers = [
-            PostgresWriter(settings.resolved_database_url, ingest.write_mode, name) for _ in range(ingest.connections)
+            PostgresWriter(self._dsn, ingest.write_mode, name, self._connect_kwargs) for _ in range(ingest.connections)
         ]
         self._idle_writers: asyncio.Queue[PostgresWriter] = asyncio.Queue()
         for writer in self.writers:
             self._idle_writers.put_nowait(writer)
         self._flushes: set[asyncio.Task[None]] = set()
         self.buffer: list[Held] = []
-        # Ids in the buffer or being flushed: touched so that no one claims them, skipped if claimed twice.
-        self.held: set[bytes] = set()
+        self.shards = range(ingest.shards)
+        self.streams = [keys.stream_key(shard) for shard in self.shards]
+        self.stats = [keys.stats_key(shard) for shard in self.shards]
+        # Per shard, ids in the buffer or being flushed: touched so that no one claims them, skipped if
+        # claimed twice.
+        self.held: list[set[bytes]] = [set() for _ in self.shards]
         self._capacity = (ingest.connections + 1) * ingest.batch
         self._has_work = asyncio.Event()
         self._has_room = asyncio.Event()
@@ -91,14 +120,18 @@ class Worker:
         self._draining = False
         self._give_up_at: float | None = None
         self._gave_up = False
+        self._fatal: SchemaMissing | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         await self._until_redis(self._join, stop)
         flusher = asyncio.create_task(self._flush_forever(), name="flusher")
-        reader = asyncio.create_task(self._read_forever(), name="reader")
+        reader = asyncio.create_task(self._read_all_shards(), name="reader")
         upkeep = asyncio.create_task(self._upkeep_forever(), name="upkeep")
+        housekeeping = asyncio.create_task(self._maintain_partitions_forever(), name="partitions")
         stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({flusher, reader, upkeep, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {flusher, reader, upkeep, housekeeping, stopper}, return_when=asyncio.FIRST_COMPLETED
+        )
         for task in done - {stopper}:
             # A task that ended by itself failed; surface it rather than run half a worker.
             task.result()
@@ -109,7 +142,10 @@ class Worker:
         # (whatever Redis delivered to it stays pending for this name, to be replayed or claimed).
         with suppress(TimeoutError):
             await asyncio.wait_for(reader, min(self.ingest.block_ms / 1000, 1.0) + 0.5)
-        upkeep.cancel()
+        # Both loops check their cancellation each turn (`raise_if_cancelled`): one that a library
+        # swallowed, say inside asyncpg.connect, must not leave the worker asleep for an hour.
+        await cancel_and_wait(upkeep)
+        await cancel_and_wait(housekeeping)
         self._give_up_at = time.monotonic() + self.ingest.shutdown_timeout_s
         for writer in self.writers:
             writer.give_up_at = self._give_up_at
@@ -120,49 +156,55 @@ class Worker:
         for writer in self.writers:
             await writer.close()
         await self.redis.aclose()
-        for task in (upkeep, stopper):
-            with suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(stopper)
 
     async def _join(self) -> None:
-        await ensure_group(self.redis)
-        # Listed from the start (a blocked XREADGROUP does not create it on Redis 6).
-        await self.redis.xgroup_createconsumer(keys.STREAM, keys.GROUP, self.name)
+        await connect_redis(self.redis)
+        for shard in self.shards:
+            await ensure_group(self.redis, shard)
+            # Listed from the start (a blocked XREADGROUP does not create it on Redis 6).
+            await self.redis.xgroup_createconsumer(self.streams[shard], keys.GROUP, self.name)
 
     async def _until_redis(self, op: Any, stop: asyncio.Event) -> None:
-        backoff = 0.05
+        backoff = _backoff()
         while not stop.is_set():
             try:
                 await op()
                 return
             except REDIS_DOWN as exc:
                 logger.warning("redis unavailable (%s); retrying", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                await backoff.sleep()
 
-    def _take(self, entries: list[tuple[bytes, dict[bytes, bytes] | None]], deliveries: dict[bytes, int] | None) -> int:
+    def _take(
+        self,
+        shard: int,
+        entries: list[tuple[bytes | None, dict[bytes, bytes] | None]],
+        deliveries: dict[bytes, int] | None,
+    ) -> int:
         now = time.monotonic()
         taken = 0
+        held = self.held[shard]
         for stream_id, fields in entries:
-            if stream_id in self.held:
+            # None: deleted while pending (see `_forget_vanished`).
+            if stream_id is None or stream_id in held:
                 continue
-            self.held.add(stream_id)
+            held.add(stream_id)
             count = 1 if deliveries is None else deliveries.get(stream_id, 2)
-            self.buffer.append(Held(stream_id, fields.get(keys.FIELD) if fields else None, now, count))
+            self.buffer.append(Held(stream_id, fields.get(keys.FIELD) if fields else None, now, count, shard))
             taken += 1
         if taken:
             self._has_work.set()
         return taken
 
-    def _take_new(self, entries: list[list[Any]]) -> None:
+    def _take_new(self, shard: int, entries: list[list[Any]]) -> None:
         """First deliveries, as [id, [field, value]] lists straight from the reply."""
         now = time.monotonic()
-        held, append = self.held, self.buffer.append
+        held, append = self.held[shard], self.buffer.append
         for stream_id, fields in entries:
             if stream_id in held:
                 continue
             held.add(stream_id)
-            append(Held(stream_id, fields[1] if fields and fields[0] == keys.FIELD else None, now, 1))
+            append(Held(stream_id, fields[1] if fields and fields[0] == keys.FIELD else None, now, 1, shard))
         if entries:
             self._has_work.set()
 
@@ -175,9 +217,13 @@ class Worker:
             await self._has_room.wait()
         return 0
 
-    async def _read_forever(self) -> None:
-        await self._replay_own_pending()
-        backoff = 0.05
+    async def _read_all_shards(self) -> None:
+        await asyncio.gather(*(self._read_forever(shard) for shard in self.shards))
+
+    async def _read_forever(self, shard: int) -> None:
+        stream = self.streams[shard]
+        await self._replay_own_pending(shard)
+        backoff = _backoff()
         while self._reading:
             room = await self._wait_for_room()
             if not room:
@@ -186,7 +232,7 @@ class Worker:
                 reply: Any = await self.redis.xreadgroup(
                     keys.GROUP,
                     self.name,
-                    {keys.STREAM: ">"},
+                    {stream: ">"},
                     count=min(room, self.ingest.batch),
                     block=self.ingest.block_ms,
                 )
@@ -195,23 +241,22 @@ class Worker:
                 logger.warning("read failed (%s)", exc)
                 if "NOGROUP" in str(exc):
                     with suppress(*REDIS_DOWN):
-                        await ensure_group(self.redis)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                        await ensure_group(self.redis, shard)
+                await backoff.sleep()
                 continue
             except REDIS_DOWN as exc:
                 logger.warning("read failed (%s); retrying", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                await backoff.sleep()
                 continue
-            backoff = 0.05
+            backoff.reset()
             if reply:
                 # A map under RESP3, a list of [stream, entries] pairs under RESP2.
                 for entries in reply.values() if isinstance(reply, dict) else (pair[1] for pair in reply):
-                    self._take_new(entries)
+                    self._take_new(shard, entries)
 
-    async def _replay_own_pending(self) -> None:
+    async def _replay_own_pending(self, shard: int) -> None:
         """Entries delivered to this consumer name and never acknowledged: the last run died with them."""
+        stream = self.streams[shard]
         start = "-"
         while self._reading:
             room = await self._wait_for_room()
@@ -219,7 +264,7 @@ class Worker:
                 return
             try:
                 pending: Any = await self.redis.xpending_range(
-                    keys.STREAM,
+                    stream,
                     keys.GROUP,
                     min=start,
                     max="+",
@@ -229,15 +274,17 @@ class Worker:
                 if not pending:
                     return
                 ids = [row["message_id"] for row in pending]
-                claimed: Any = await self.redis.xclaim(keys.STREAM, keys.GROUP, self.name, 0, ids)
+                claimed: Any = await self.redis.xclaim(stream, keys.GROUP, self.name, 0, ids)
             except REDIS_DOWN as exc:
                 logger.warning("replay of pending entries failed (%s); retrying", exc)
                 await asyncio.sleep(0.2)
                 continue
             # XCLAIM counted one more delivery.
             counts = {row["message_id"]: int(row["times_delivered"]) + 1 for row in pending}
-            metrics.REPLAYED.inc(self._take(claimed, counts))
-            start = "(" + _id_text(ids[-1])
+            metrics.REPLAYED.inc(self._take(shard, claimed, counts))
+            returned = {stream_id for stream_id, _ in claimed}
+            await self._forget_vanished(shard, [stream_id for stream_id in ids if stream_id not in returned])
+            start = "(" + reply_text(ids[-1])
 
     async def _flush_forever(self) -> None:
         flush_s = self.ingest.flush_ms / 1000
@@ -266,6 +313,8 @@ class Worker:
                 await asyncio.wait_for(self._has_work.wait(), timeout)
         if self._flushes:
             await asyncio.gather(*self._flushes)
+        if self._fatal is not None:
+            raise self._fatal
         if self._gave_up:
             logger.error("postgres unreachable at shutdown; %d entries stay pending for the next run", len(self.buffer))
 
@@ -276,11 +325,18 @@ class Worker:
             # Shutting down with Postgres away: these stay pending, for the next run to write.
             self._gave_up = True
             self._has_work.set()
+        except SchemaMissing as exc:
+            # Not the events' fault: stop with them pending rather than spend their deliveries.
+            logger.error("stopping: %s", exc)
+            self._fatal = exc
+            self._gave_up = True
+            self._has_work.set()
         except Exception:
             # Not a data error, not an outage: let go of the batch. Its entries stay pending, turn
             # idle, and are claimed again, each delivery counted, until the limit dead-letters them.
             logger.exception("flush of %d entries failed; they will be redelivered", len(taken))
-            self.held.difference_update(held.stream_id for held in taken)
+            for held in taken:
+                self.held[held.shard].discard(held.stream_id)
         finally:
             self._idle_writers.put_nowait(writer)
 
@@ -288,9 +344,12 @@ class Worker:
         started = time.perf_counter()
         good: list[tuple[bytes, bytes, int]] = []
         dead: list[DeadLetter] = []
-        for stream_id, entry, _, deliveries in taken:
-            if entry is None or not codec.well_formed(entry):
-                dead.append(DeadLetter(stream_id.decode(), entry or b"", "malformed entry", deliveries))
+        for raw_id, entry, _, deliveries, shard in taken:
+            stream_id = keys.writer_stream_id(shard, raw_id)
+            if entry is None:
+                dead.append(DeadLetter(stream_id.decode(), b"", "malformed entry", deliveries))
+            elif (problem := codec.entry_problem(entry)) is not None:
+                dead.append(DeadLetter(stream_id.decode(), entry, problem, deliveries))
             elif deliveries > self.ingest.max_deliveries:
                 dead.append(DeadLetter(stream_id.decode(), entry, f"delivered {deliveries} times", deliveries))
             else:
@@ -301,23 +360,33 @@ class Worker:
             for letter in dead:
                 logger.warning("dead letter %s: %s", letter.stream_id, letter.reason)
             await writer.dead_letter(dead)
+        conflicts = sum(1 for letter in dead if letter.reason == CONFLICT)
         # Committed: only now may Redis forget these entries.
-        await self._acknowledge(taken, written, len(dead), started)
+        await self._acknowledge(taken, written, len(dead), conflicts, started)
         metrics.ROWS_WRITTEN.inc(written)
         metrics.DEAD_LETTERS.inc(len(dead))
+        metrics.CONFLICTS.inc(conflicts)
 
-    async def _acknowledge(self, taken: list[Held], written: int, dead: int, started: float) -> None:
-        ids = [held.stream_id for held in taken]
-        backoff = 0.05
-        while True:
+    async def _acknowledge(self, taken: list[Held], written: int, dead: int, conflicts: int, started: float) -> None:
+        by_shard: dict[int, list[Held]] = {}
+        for held in taken:
+            by_shard.setdefault(held.shard, []).append(held)
+        backoff = _backoff()
+        while by_shard:
             try:
+                for shard, helds in list(by_shard.items()):
+                    ids = b" ".join(held.stream_id for held in helds)
+                    # The sizes XADD_MANY counted, so that the backlog's bytes fall by exactly what it added.
+                    sizes = b" ".join(b"%d" % len(held.entry or b"") for held in helds)
+                    await self._ack_script(keys=[self.streams[shard], self.stats[shard]], args=[keys.GROUP, ids, sizes])
+                    del by_shard[shard]
+                # The flush-wide counters live in shard 0's hash (see `keys`).
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    await self._ack_script(
-                        keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(ids)], client=pipe
-                    )
                     pipe.hincrby(keys.STATS, "rows_written", written)
                     if dead:
                         pipe.hincrby(keys.STATS, "dead_letters", dead)
+                    if conflicts:
+                        pipe.hincrby(keys.STATS, "conflicts", conflicts)
                     pipe.hset(
                         keys.STATS,
                         mapping={
@@ -333,46 +402,74 @@ class Worker:
                 metrics.FLUSH_RETRIES.inc()
                 if self._give_up_at is not None and time.monotonic() > self._give_up_at:
                     # Written but not acknowledged: the next run writes them again, as no-ops.
-                    logger.error("could not acknowledge %d written entries (%s)", len(ids), exc)
+                    logger.error("could not acknowledge %d written entries (%s)", len(taken), exc)
                     break
                 logger.warning("acknowledge failed (%s); retrying", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
-        self.held.difference_update(ids)
+                await backoff.sleep()
+        for held in taken:
+            self.held[held.shard].discard(held.stream_id)
         metrics.FLUSH_SIZE.observe(len(taken))
         metrics.FLUSH_SECONDS.observe(time.perf_counter() - started)
 
     async def _upkeep_forever(self) -> None:
         every = self.ingest.trim_every_ms / 1000
-        next_claim = time.monotonic()
+        next_claim = next_reconcile = time.monotonic()
         while True:
             try:
-                backlog = await read_backlog(self.redis)
+                backlog = Backlog.summed(await read_backlogs(self.redis, self.ingest.shards))
                 metrics.BACKLOG_LAG.set(backlog.lag)
                 metrics.BACKLOG_PENDING.set(backlog.pending)
-                await trim_acknowledged(self.redis)
+                metrics.BACKLOG_BYTES.set(backlog.bytes)
+                for shard in self.shards:
+                    await trim_acknowledged(self.redis, shard)
                 if time.monotonic() >= next_claim:
                     next_claim = time.monotonic() + self.ingest.claim_every_ms / 1000
-                    await self._touch_held()
-                    await self._claim_idle()
+                    for shard in self.shards:
+                        await self._touch_held(shard)
+                        await self._claim_idle(shard)
+                if time.monotonic() >= next_reconcile:
+                    next_reconcile = time.monotonic() + self.ingest.reconcile_every_ms / 1000
+                    for shard in self.shards:
+                        correction = await reconcile_backlog(self.redis, self.ingest.reconcile_limit, shard)
+                        if correction is not None and (correction.entries or correction.bytes):
+                            metrics.RECONCILED.inc()
             except REDIS_DOWN as exc:
                 logger.debug("upkeep skipped: %s", exc)
+            raise_if_cancelled()
             await asyncio.sleep(every)
 
-    async def _touch_held(self) -> None:
+    async def _maintain_partitions_forever(self) -> None:
+        while True:
+            wait_s = partitions.MAINTAIN_EVERY_S
+            try:
+                conn = await asyncpg.connect(self._dsn, timeout=5, command_timeout=60, **self._connect_kwargs)
+                try:
+                    await partitions.maintain(conn, self.ingest.retention_days)
+                finally:
+                    await conn.close()
+            except POSTGRES_ERRORS as exc:
+                # Postgres away, or a drop gave way to a reader (lock_timeout): the next round retries,
+                # and meanwhile events without a partition wait in events_default.
+                logger.warning("event partition upkeep postponed (%s)", exc)
+                wait_s = partitions.RETRY_AFTER_S
+            raise_if_cancelled()
+            await asyncio.sleep(wait_s)
+
+    async def _touch_held(self, shard: int) -> None:
         """Reset the idle time of what this consumer holds (JUSTID does not count a delivery), so a
         slow flush, say while Postgres is down, is not mistaken for a dead consumer."""
-        if self.held:
-            await self.redis.xclaim(keys.STREAM, keys.GROUP, self.name, 0, list(self.held), justid=True)
+        if self.held[shard]:
+            await self.redis.xclaim(self.streams[shard], keys.GROUP, self.name, 0, list(self.held[shard]), justid=True)
 
-    async def _claim_idle(self) -> None:
+    async def _claim_idle(self, shard: int) -> None:
+        stream, held = self.streams[shard], self.held[shard]
         start: Any = "0-0"
         while self._reading:
             room = self._capacity - len(self.buffer)
             if room <= 0:
                 return
             reply: Any = await self.redis.xautoclaim(
-                keys.STREAM,
+                stream,
                 keys.GROUP,
                 self.name,
                 self.ingest.claim_idle_ms,
@@ -380,49 +477,96 @@ class Worker:
                 count=min(room, self.ingest.batch),
             )
             start, claimed = reply[0], reply[1]
-            fresh = [(stream_id, fields) for stream_id, fields in claimed if stream_id not in self.held]
+            if len(reply) > 2 and reply[2]:
+                # Redis 7 drops entries deleted while pending from the pending list and names them here.
+                await self._count_vanished(shard, len(reply[2]), acknowledged=False)
+            if any(stream_id is None for stream_id, _ in claimed):
+                await self._forget_vanished(shard, await self._own_pending_unheld(shard))
+            fresh = [
+                (stream_id, fields) for stream_id, fields in claimed if stream_id is not None and stream_id not in held
+            ]
             if fresh:
                 pending: Any = await self.redis.xpending_range(
-                    keys.STREAM,
+                    stream,
                     keys.GROUP,
                     min=fresh[0][0],
                     max=fresh[-1][0],
-                    count=len(claimed) + len(self.held),
+                    count=len(claimed) + len(held),
                     consumername=self.name,
                 )
                 counts = {row["message_id"]: int(row["times_delivered"]) for row in pending}
-                taken = self._take(fresh, counts)
+                taken = self._take(shard, fresh, counts)
                 metrics.CLAIMED.inc(taken)
                 logger.info("claimed %d idle entries from dead consumers", taken)
-            if _id_text(start) == "0-0":
+            if reply_text(start) == "0-0":
                 return
+
+    async def _own_pending_unheld(self, shard: int) -> list[bytes]:
+        pending: Any = await self.redis.xpending_range(
+            self.streams[shard], keys.GROUP, min="-", max="+", count=self._capacity, consumername=self.name
+        )
+        return [row["message_id"] for row in pending if row["message_id"] not in self.held[shard]]
+
+    async def _forget_vanished(self, shard: int, candidates: list[bytes]) -> None:
+        """Acknowledge the candidates that no longer exist in the stream: pending entries someone
+        deleted (XDEL, or a trim by another tool). Only an id whose entry is verifiably gone is
+        forgotten, so an entry that still exists is never acknowledged unwritten."""
+        if not candidates:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for stream_id in candidates:
+                pipe.xrange(self.streams[shard], stream_id, stream_id)
+            found = await pipe.execute()
+        gone = [stream_id for stream_id, entries in zip(candidates, found, strict=True) if not entries]
+        if not gone:
+            return
+        # Size 0: the bytes they were added with are unknown now; the next reconcile corrects them.
+        sizes = b" ".join(b"0" for _ in gone)
+        acked = await self._ack_script(
+            keys=[self.streams[shard], self.stats[shard]], args=[keys.GROUP, b" ".join(gone), sizes]
+        )
+        logger.warning("%d pending entries were deleted from the stream; acknowledged %d", len(gone), acked)
+        # Only what this call acknowledged: the replay and the claim loop can both find the same id
+        # gone, and the one whose XACK came second must not count it again.
+        if acked:
+            await self._count_vanished(shard, int(acked), acknowledged=True)
+
+    async def _count_vanished(self, shard: int, count: int, acknowledged: bool) -> None:
+        metrics.VANISHED.inc(count)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hincrby(self.stats[shard], "vanished", count)
+            if not acknowledged:
+                # They left the pending list uncounted; count them as acknowledged, as they are gone.
+                pipe.hincrby(self.stats[shard], "acked", count)
+            await pipe.execute()
 
     async def _leave_group(self) -> None:
         """Remove this consumer if it holds nothing, so that short-lived names don't pile up in the group."""
         with suppress(*REDIS_DOWN):
-            for consumer in await self.redis.xinfo_consumers(keys.STREAM, keys.GROUP):
-                name = consumer["name"]
-                if _id_text(name) == self.name and int(consumer["pending"]) == 0:
-                    await self.redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, self.name)
+            for stream in self.streams:
+                for consumer in await self.redis.xinfo_consumers(stream, keys.GROUP):
+                    name = consumer["name"]
+                    if reply_text(name) == self.name and int(consumer["pending"]) == 0:
+                        await self.redis.xgroup_delconsumer(stream, keys.GROUP, self.name)
 
 
-async def _serve(settings: Settings, ingest: IngestSettings, name: str) -> None:
+async def _serve(settings: Settings, name: str) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await Worker(settings, ingest, name).run(stop)
+    await Worker(settings, name).run(stop)
 
 
 def run_worker(settings: Settings, name: str | None) -> None:
     """Run one consumer until SIGTERM or SIGINT."""
     import uvloop
 
-    ingest = IngestSettings()
+    ingest = settings.ingest
     if ingest.metrics_port:
         from prometheus_client import start_http_server
 
-        start_http_server(ingest.metrics_port, addr="127.0.0.1")
+        start_http_server(ingest.metrics_port, addr=ingest.metrics_host)
     consumer = name or default_consumer_name()
     logger.info("worker %s: batch %d, flush %d ms, mode %s", consumer, ingest.batch, ingest.flush_ms, ingest.write_mode)
-    uvloop.run(_serve(settings, ingest, consumer))
+    uvloop.run(_serve(settings, consumer))

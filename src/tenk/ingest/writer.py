@@ -1,5 +1,6 @@
-"""The worker's Postgres side: one connection, a staging table made once for it, and one transaction
-per flush. Data errors are isolated by bisection; connection trouble is retried, never dead-lettered."""
+"""The worker's Postgres side: one connection, and one transaction per flush that makes its own staging
+table. Data errors are isolated by bisection; connection trouble is retried, never dead-lettered; a
+schema that stays missing stops the worker (see `SchemaMissing`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 
 from tenk.ingest import codec, metrics, queries
 from tenk.ingest.settings import WriteMode
+from tenk.resilience.backoff import Backoff
 
 logger = logging.getLogger("tenk.ingest.writer")
 
@@ -35,8 +37,21 @@ DATA_ERRORS: tuple[type[Exception], ...] = (
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
+# The dead-letter reason of an event whose id was already stored with other content.
+CONFLICT = "conflict"
+
+
 class GiveUp(Exception):
     """Postgres stayed unreachable past the shutdown deadline; the entries stay pending in Redis."""
+
+
+class SchemaMissing(Exception):
+    """A table the flush needs stayed missing (42P01) for SCHEMA_WAIT_S: the database is not migrated,
+    or is the wrong one. Retrying forever would hide that; the worker stops, its entries pending."""
+
+
+# Long enough for `tenk migrate` running beside a starting worker; short enough to surface the mistake.
+SCHEMA_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -52,10 +67,20 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
 
 
 class PostgresWriter:
-    def __init__(self, dsn: str, mode: WriteMode, consumer: str) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        mode: WriteMode,
+        consumer: str,
+        connect_kwargs: dict[str, Any] | None = None,
+        schema_wait_s: float = SCHEMA_WAIT_S,
+    ) -> None:
         self.dsn = dsn
         self.mode = mode
         self.consumer = consumer
+        # `tenk.connections.pooler_connect_kwargs`: what a transaction-mode pooler needs.
+        self.connect_kwargs = connect_kwargs or {}
+        self.schema_wait_s = schema_wait_s
         self.give_up_at: float | None = None
         self._conn: asyncpg.Connection | None = None
 
@@ -66,8 +91,8 @@ class PostgresWriter:
                 timeout=5,
                 command_timeout=60,
                 server_settings={"application_name": f"tenk-worker:{self.consumer}", "timezone": "UTC"},
+                **self.connect_kwargs,
             )
-            await conn.execute(queries.CREATE_STAGING)
             self._conn = conn
         return self._conn
 
@@ -80,12 +105,21 @@ class PostgresWriter:
                 conn.terminate()
 
     async def _retrying(self, op: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        backoff = 0.05
+        backoff = Backoff(0.05, 1.0)
+        schema_missing_since: float | None = None
         while True:
             try:
                 return await op(await self._connection())
             except DATA_ERRORS:
                 raise
+            except asyncpg.UndefinedTableError as exc:
+                # Possibly transient (a migration is running), never for long.
+                schema_missing_since = schema_missing_since or time.monotonic()
+                if time.monotonic() - schema_missing_since > self.schema_wait_s:
+                    raise SchemaMissing(f"{exc}; is the database migrated (`tenk migrate`)?") from exc
+                metrics.FLUSH_RETRIES.inc()
+                logger.warning("postgres write failed (%s); retrying", exc)
+                await backoff.sleep()
             except TRANSIENT_ERRORS as exc:
                 metrics.FLUSH_RETRIES.inc()
                 logger.warning("postgres write failed (%s: %s); retrying", exc.__class__.__name__, exc)
@@ -94,43 +128,62 @@ class PostgresWriter:
                     self._conn = None
                 if self.give_up_at is not None and time.monotonic() > self.give_up_at:
                     raise GiveUp from exc
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                await backoff.sleep()
 
-    async def write(self, entries: list[bytes]) -> int:
-        """Write the entries in one transaction; returns the rows inserted (repeated ids are skipped)."""
+    async def write(self, entries: list[tuple[bytes, bytes]]) -> tuple[int, set[str]]:
+        """Write (stream_id, entry) pairs in one transaction. Returns the rows inserted, and the stream
+        ids of the entries whose event id was already stored with other content (conflicts); a
+        repeated identical event is skipped without a trace."""
         if self.mode == "copy":
             return await self._retrying(lambda conn: self._copy(conn, entries))
         return await self._retrying(lambda conn: self._insert_each(conn, entries))
 
-    async def _copy(self, conn: asyncpg.Connection, entries: list[bytes]) -> int:
-        data = b"".join([codec.copy_line(entry) for entry in entries])
+    async def _copy(self, conn: asyncpg.Connection, entries: list[tuple[bytes, bytes]]) -> tuple[int, set[str]]:
+        data = b"".join([codec.copy_line(stream_id, entry) for stream_id, entry in entries])
+        conflicts: set[str] = set()
         async with conn.transaction():
+            await conn.execute(queries.CREATE_STAGING)
             await conn.copy_to_table(queries.STAGING_TABLE, source=_once(data), columns=queries.STAGING_COLUMNS)
             status: str = await conn.execute(queries.INSERT_FROM_STAGING)
-        return int(status.rsplit(" ", 1)[1])
+            written = int(status.rsplit(" ", 1)[1])
+            # Every row inserted: no id was repeated, so there is nothing to compare.
+            if written < len(entries):
+                conflicts = {row[0] for row in await conn.fetch(queries.CONFLICTS_IN_STAGING)}
+        return written, conflicts
 
-    async def _insert_each(self, conn: asyncpg.Connection, entries: list[bytes]) -> int:
+    async def _insert_each(self, conn: asyncpg.Connection, entries: list[tuple[bytes, bytes]]) -> tuple[int, set[str]]:
         rows = []
-        for entry in entries:
+        for stream_id, entry in entries:
             try:
-                rows.append([field.decode() for field in entry.split(b"\t", codec.ENTRY_FIELDS - 1)])
+                fields = [field.decode() for field in entry.split(b"\t", codec.ENTRY_FIELDS - 1)]
             except UnicodeDecodeError as exc:
                 raise BadEntry(f"not UTF-8: {exc}") from None
+            rows.append((stream_id.decode(), fields))
         written = 0
+        conflicts: set[str] = set()
         async with conn.transaction():
-            for event_id, source, ts, accepted_us, payload in rows:
+            for stream_key, (event_id, source, ts, accepted_us, payload) in rows:
                 status: str = await conn.execute(queries.INSERT_ONE, event_id, source, ts, payload, accepted_us)
-                written += int(status.rsplit(" ", 1)[1])
-        return written
+                inserted = int(status.rsplit(" ", 1)[1])
+                written += inserted
+                if not inserted and await conn.fetchval(queries.CONFLICT_ONE, event_id, source, ts, payload):
+                    conflicts.add(stream_key)
+        return written, conflicts
 
     async def write_isolating(self, items: list[tuple[bytes, bytes, int]]) -> tuple[int, list[DeadLetter]]:
-        """Write (stream_id, entry, deliveries) items; an entry Postgres refuses is returned as a dead
-        letter and everything else still lands. One bad entry in n costs about 2*log2(n) extra flushes."""
+        """Write (stream_id, entry, deliveries) items; an entry Postgres refuses, or one that conflicts
+        with a stored event, is returned as a dead letter and everything else still lands. One bad
+        entry in n costs about 2*log2(n) extra flushes."""
         if not items:
             return 0, []
         try:
-            return await self.write([entry for _, entry, _ in items]), []
+            written, conflicts = await self.write([(stream_id, entry) for stream_id, entry, _ in items])
+            letters = [
+                DeadLetter(stream_id.decode(), entry, CONFLICT, deliveries)
+                for stream_id, entry, deliveries in items
+                if conflicts and stream_id.decode() in conflicts
+            ]
+            return written, letters
         except DATA_ERRORS as exc:
             if len(items) == 1:
                 stream_id, entry, deliveries = items[0]

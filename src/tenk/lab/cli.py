@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenk.lab.errors import LabError
+from tenk.lab.plan import plan_command
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -30,6 +31,15 @@ def lab() -> None:
 @click.option("--base-url", help="Load a target that is already running there; start no processes.")
 @click.option("--results", "results_root", default="results", show_default=True, type=click.Path(path_type=Path))
 @click.option("--quiet", is_flag=True, help="No live progress.")
+@click.option(
+    "--repeats", type=click.IntRange(min=1), help="Measure each rung this many times (default: the ladder's)."
+)
+@click.option(
+    "--no-stream",
+    is_flag=True,
+    help="Fixed-rate runs: no per-request stream from k6 (no latency histogram, no per-second live view).",
+)
+@click.option("--dry-run", is_flag=True, help="Validate the ladder, print the plan and its time bound; start nothing.")
 def run(
     ladder_file: Path | None,
     preset: str | None,
@@ -40,13 +50,16 @@ def run(
     base_url: str | None,
     results_root: Path,
     quiet: bool,
+    repeats: int | None,
+    no_stream: bool,
+    dry_run: bool,
 ) -> None:
     """Run LADDER.toml (or --preset NAME): every rung, then results.json, report.md and report.html."""
-    from tenk.lab.k6 import k6_binary, parse_segment
-    from tenk.lab.ladder import load_ladder
-    from tenk.lab.progress import QuietProgress, RichProgress
-    from tenk.lab.runner import RunOptions, run_ladder
-    from tenk.lab.wrk import wrk_binary
+    from tenk.lab.definition.ladder import load_ladder
+    from tenk.lab.driving.k6 import k6_binary, parse_segment
+    from tenk.lab.driving.wrk import wrk_binary
+    from tenk.lab.measuring.progress import QuietProgress, RichProgress
+    from tenk.lab.measuring.runner import RunOptions, run_ladder
 
     if (ladder_file is None) == (preset is None):
         raise click.UsageError("give a LADDER_FILE or --preset NAME (one of them)")
@@ -66,6 +79,11 @@ def run(
         if segment:
             parse_segment(segment)
         ladder = load_ladder(path, overrides)
+        if dry_run:
+            from tenk.lab.measuring.runner import plan_text
+
+            click.echo(plan_text(ladder, repeats))
+            return
         k6_binary()
         if any(r.config.engine == "wrk" for r in ladder.rungs) and wrk_binary() is None:
             raise LabError('a rung uses engine = "wrk" but wrk is not installed (`make system-deps`)')
@@ -75,10 +93,15 @@ def run(
         progress = QuietProgress() if quiet else RichProgress(console)
         out = run_ladder(
             ladder,
-            RunOptions(results_root=results_root.resolve(), segment=segment, base_url=base_url, progress=progress),
+            RunOptions(
+                results_root=results_root.resolve(),
+                segment=segment,
+                base_url=base_url,
+                progress=progress,
+                repeats=repeats,
+                stream=not no_stream,
+            ),
         )
-    except LabError as exc:
-        raise click.ClickException(exc.message) from None
     except KeyboardInterrupt:
         raise click.ClickException("interrupted: every process the lab started has been stopped") from None
     click.echo(f"results: {out}\n  {out / 'report.md'}\n  {out / 'report.html'}")
@@ -88,7 +111,7 @@ def run(
 @lab.command()
 def mixes() -> None:
     """List the built-in mixes and their endpoints."""
-    from tenk.lab.mixes import builtin_mixes, load_mix
+    from tenk.lab.definition.mixes import builtin_mixes, load_mix
 
     console = Console()
     for name in builtin_mixes():
@@ -108,32 +131,58 @@ def mixes() -> None:
         console.print(table)
 
 
+def _percent(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value.strip().removesuffix("%"))
+    except ValueError:
+        raise click.BadParameter(f"expected a percentage like 5%, got {value!r}") from None
+    if not 0 < number < 100:
+        raise click.BadParameter(f"expected a percentage between 0 and 100, got {value!r}")
+    return number / 100
+
+
 @lab.command()
 @click.argument("a", type=click.Path(exists=True, path_type=Path))
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
-def compare(a: Path, b: Path) -> None:
-    """Per-rung ratios between two result folders (B/A), and each run's rung-to-rung ratios."""
-    from tenk.lab.compare import compare_rows, load_results
+@click.option(
+    "--fail-on-regression",
+    "fail_on",
+    metavar="PCT",
+    help="Exit 1 when some rung's headline is worse in B by at least PCT (e.g. 5%), with statistical support.",
+)
+def compare(a: Path, b: Path, fail_on: str | None) -> None:
+    """Per-rung comparison of B against A, each labelled faster / slower / no detectable change."""
+    from tenk.lab.results.compare import compare_rows, load_results, provenance_warnings, regressions
 
-    try:
-        rows = compare_rows(load_results(a), load_results(b))
-    except LabError as exc:
-        raise click.ClickException(exc.message) from None
+    threshold = _percent(fail_on)
+    base, new = load_results(a), load_results(b)
+    rows = compare_rows(base, new)
     if not rows:
         raise click.ClickException("no rung labels in common")
+    for warning in provenance_warnings(base, new):
+        click.echo(f"warning: the runs differ: {warning}", err=True)
     console = Console()
     if not console.is_terminal:
         # Piped or redirected: a Markdown table, whole and pasteable, instead of one cut to 80 columns.
-        from tenk.lab.report import md_table
+        from tenk.lab.results.report import md_table
 
         click.echo(f"A = {a}\nB = {b}\n\n{md_table(rows)}")
-        return
-    table = Table(title=f"A = {a}\nB = {b}", title_justify="left")
-    for column in rows[0]:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row.values())
-    console.print(table)
+    else:
+        table = Table(title=f"A = {a}\nB = {b}", title_justify="left")
+        for column in rows[0]:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*row.values())
+        console.print(table)
+    if threshold is not None:
+        found = regressions(base, new, threshold)
+        for line in found:
+            click.echo(f"regression >= {threshold:.0%}: {line}", err=True)
+        if found:
+            raise SystemExit(1)
+        click.echo(f"no statistically supported regression of {threshold:.0%} or more", err=True)
 
 
 @lab.command()
@@ -156,20 +205,17 @@ def merge(
     duration_s: float | None,
 ) -> None:
     """Merge results from `--segment i/n` runs on several generator machines into one."""
-    from tenk.lab.compare import MERGE_NOTE, load_results, load_summary, result_from_summary, write_merged
-    from tenk.lab.mixes import load_mix
+    from tenk.lab.definition.mixes import load_mix
+    from tenk.lab.results.compare import MERGE_NOTE, load_results, load_summary, result_from_summary, write_merged
 
-    try:
-        if k6_summaries:
-            if mix_name is None or rate is None or duration_s is None:
-                raise click.UsageError("--k6-summaries needs --mix, --rate and --duration")
-            mix = load_mix(mix_name)
-            parts = [result_from_summary(load_summary(path), mix, rate, duration_s) for path in folders]
-        else:
-            parts = [load_results(folder) for folder in folders]
-        write_merged(parts, out)
-    except LabError as exc:
-        raise click.ClickException(exc.message) from None
+    if k6_summaries:
+        if mix_name is None or rate is None or duration_s is None:
+            raise click.UsageError("--k6-summaries needs --mix, --rate and --duration")
+        mix = load_mix(mix_name)
+        parts = [result_from_summary(load_summary(path), mix, rate, duration_s) for path in folders]
+    else:
+        parts = [load_results(folder) for folder in folders]
+    write_merged(parts, out)
     click.echo(f"merged {len(folders)} segments into {out}\n{MERGE_NOTE}")
 
 
@@ -181,15 +227,15 @@ def merge(
 @click.option("-o", "--out", type=click.Path(path_type=Path), help="Write here instead of stdout.")
 def script(mix_name: str, rate: float, duration_s: float, slo_ms: float, out: Path | None) -> None:
     """Print the k6 script for MIX (a built-in name or a mix TOML), to run anywhere k6 runs."""
-    from tenk.lab.k6script import k6_script
-    from tenk.lab.mixes import load_mix
+    from tenk.lab.definition.mixes import load_mix
+    from tenk.lab.driving.k6script import k6_script
 
-    try:
-        text = k6_script(load_mix(mix_name), rate, duration_s, slo_ms)
-    except LabError as exc:
-        raise click.ClickException(exc.message) from None
+    text = k6_script(load_mix(mix_name), rate, duration_s, slo_ms)
     if out is None:
         click.echo(text)
     else:
         out.write_text(text)
         click.echo(f"wrote {out}", err=True)
+
+
+lab.add_command(plan_command)

@@ -1,6 +1,7 @@
-"""What the lab raises. None of these reach HTTP; the CLI prints them and exits non-zero.
+"""What the lab raises: command-line errors, never HTTP ones (so not `tenk.errors.TenkError`s). Each is a
+`click.ClickException`: `tenk lab` prints its message and exits non-zero.
 
-TenkError
+click.ClickException
 └── LabError                   a run cannot start or continue
     ├── ConfigError            a ladder or mix file is malformed (names file, line and key)
     └── NotReadyError          a process the lab started never answered (carries its log tail)
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tenk.errors import TenkError
+import click
 
 
-class LabError(TenkError):
+class LabError(click.ClickException):
     code = "lab_error"
 
 
@@ -22,7 +23,7 @@ class ConfigError(LabError):
 
     def __init__(self, path: Path | str, line: int | None, key: str, message: str) -> None:
         where = f"{path}:{line}" if line else str(path)
-        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}", field=key or None)
+        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
         self.path = Path(path)
         self.line = line
         self.key = key

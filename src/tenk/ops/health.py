@@ -10,9 +10,12 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from tenk.ops.drain import draining
+
 router = APIRouter(tags=["ops"])
 
 _OK = orjson.dumps({"status": "ok"})
+_DRAINING = orjson.dumps({"status": "draining", "checks": {}})
 CHECK_TIMEOUT_S = 1.0
 
 # name -> (probe, required). A required dependency that fails makes /ready 503; others make it "degraded".
@@ -32,14 +35,21 @@ async def health() -> Response:
 async def _check(probe: ReadinessProbe) -> dict[str, object]:
     started = time.perf_counter()
     try:
-        await asyncio.wait_for(probe(), CHECK_TIMEOUT_S)
+        outcome = await asyncio.wait_for(probe(), CHECK_TIMEOUT_S)
     except Exception as exc:
-        return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"[:200]}
-    return {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+        return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"[:400]}
+    check: dict[str, object] = {"ok": True, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
+    # A probe may say what it found (e.g. a setting it could not verify): shown beside the verdict.
+    if isinstance(outcome, str):
+        check["detail"] = outcome
+    return check
 
 
 @router.get("/ready", summary="Readiness: each dependency, and whether we can serve")
 async def ready(request: Request) -> Response:
+    if draining():
+        # Stopping (tenk.ops.drain): the load balancer must stop sending requests, though we still serve.
+        return Response(_DRAINING, 503, media_type="application/json")
     probes: dict[str, tuple[ReadinessProbe, bool]] = request.app.state.readiness_probes
     names = list(probes)
     results = await asyncio.gather(*(_check(probes[name][0]) for name in names))

@@ -4,32 +4,25 @@ Many breaker libraries let every caller that arrives after the cool-down through
 re-floods a dependency that has only just come back. Here the first caller after the cool-down
 becomes the probe; everyone else keeps failing fast until the probe reports.
 
-    breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=10, min_calls=20, open_s=5)
-    if not breaker.try_acquire():
-        raise CircuitOpenError(breaker.name)
-    try:
-        result = await call()
-    except Exception:
-        breaker.release(ok=False)
-        raise
-    breaker.release(ok=True)
+Invariant: every permit is settled exactly once, on every exit path. A probe whose verdict is never
+reported leaves the breaker half-open for the life of the process, with every caller failing fast.
+`call()` makes that structural: the permit is settled when the `with` block is left, however it is
+left, and only exceptions the caller's classifier attributes to *this* dependency count against it:
 
-Calls that can outlive a state change (a slow upstream answering after the breaker opened) should
-hold a `Permit`: a late answer from before the change is then ignored instead of being mistaken for
-the probe's verdict, and a probe whose caller goes away can hand its turn back:
-
-    permit = breaker.acquire()
-    if permit is None:
+    call = breaker.call(is_failure=redis_is_down)
+    if call is None:
         raise CircuitOpenError(breaker.name, breaker.retry_after_s())
-    try:
-        result = await call()
-    except asyncio.CancelledError:
-        breaker.abandon(permit)
-        raise
-    except Exception:
-        breaker.release(ok=False, permit=permit)
-        raise
-    breaker.release(ok=True, permit=permit)
+    with call:
+        result = await redis.get(key)
+
+Leaving the block normally is a success; an exception `is_failure` accepts is a failure; any other
+exception (cancellation, a bug, another dependency's error) says nothing about this dependency and
+hands the permit back unjudged. Inside the block `call.ok()` / `call.failed()` decide explicitly,
+for verdicts that are not exceptions (an HTTP 500 that was returned, not raised).
+
+Permits carry the breaker state they were granted in: a late answer from before a state change (a
+slow upstream answering after the breaker opened) is ignored instead of being mistaken for the
+probe's verdict.
 """
 
 from __future__ import annotations
@@ -39,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 
 class BreakerState(enum.IntEnum):
@@ -60,6 +54,46 @@ class Permit:
 
     epoch: int
     probe: bool
+
+
+class BreakerCall:
+    """One call's permit, settled exactly once (see the module docstring)."""
+
+    __slots__ = ("_breaker", "_is_failure", "_settled", "permit")
+
+    def __init__(self, breaker: CircuitBreaker, permit: Permit, is_failure: Callable[[BaseException], bool]) -> None:
+        self._breaker = breaker
+        self._is_failure = is_failure
+        self._settled = False
+        self.permit = permit
+
+    def ok(self) -> None:
+        if not self._settled:
+            self._settled = True
+            self._breaker.release(ok=True, permit=self.permit)
+
+    def failed(self) -> None:
+        if not self._settled:
+            self._settled = True
+            self._breaker.release(ok=False, permit=self.permit)
+
+    def abandon(self) -> None:
+        if not self._settled:
+            self._settled = True
+            self._breaker.abandon(self.permit)
+
+    def __enter__(self) -> BreakerCall:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            self.ok()
+        elif self._is_failure(exc):
+            self.failed()
+        else:
+            self.abandon()
 
 
 class CircuitBreaker:
@@ -103,9 +137,10 @@ class CircuitBreaker:
         self._probe_in_flight = True
         return Permit(self._epoch, probe=True)
 
-    def try_acquire(self) -> bool:
-        """May a call go ahead now? Every True must be paired with one `release`."""
-        return self.acquire() is not None
+    def call(self, is_failure: Callable[[BaseException], bool]) -> BreakerCall | None:
+        """A permit for one call as a context manager, or None (fail fast). See the module docstring."""
+        permit = self.acquire()
+        return None if permit is None else BreakerCall(self, permit, is_failure)
 
     def abandon(self, permit: Permit) -> None:
         """The call ended without an answer about the dependency (cancelled): judge nothing.

@@ -1,9 +1,127 @@
+"""Full-text search over products: one statement per request that gives the same top results as ranking every match.
+
+`RANK_CANDIDATES` ranks a bounded candidate set: for each word of the query, and each pair of words,
+the K best postings from `search_postings` (migration 0005), in that word's own rank order. A word's
+postings are read by an index range scan of K rows however common the word is, so the cost of a
+query no longer grows with the number of products that match it. `ts_rank_cd` runs only over those
+candidates, and on the ones that match:
+
+- one word alone (45 % of the query set) needs no ranking at all: a posting's score is the rank
+  ts_rank_cd gives that word, so the word's first `limit` postings are the answer;
+- a plain AND (words, phrases, -exclusions) in which some word has fewer than K postings is answered
+  from that rarest word's postings alone: every match must contain it, so they hold every match.
+  (A pair's postings cover names only, so they add candidates but never prove the set complete.)
+
+When the candidates cannot be shown complete (an `or`, or only words with K postings or more) and
+yield fewer hits than asked for, the same statement ranks the GIN match in full instead (what
+`RANK_ALL_MATCHES`, the only query before, does): a second round trip would cost the API process
+more than the gate costs Postgres.
+
+websearch_to_tsquery accepts anything a person types (quotes, "or", "-"), never a syntax error.
+A query that is all stop words becomes an empty tsquery, which matches nothing.
+"""
+
 from __future__ import annotations
 
-# websearch_to_tsquery accepts anything a person types (quotes, "or", "-"), never a syntax error.
-# A query that is all stop words becomes an empty tsquery, which matches nothing.
+# querytree() keeps the positive, indexable part of the query: `'kettl' & 'lamp'` for
+# "kettle lamp -ceramic". Its quoted lexemes are the words whose postings are read.
+RANK_CANDIDATES = """
+WITH typed AS MATERIALIZED (
+    SELECT query, querytree(query) AS tree, numnode(query) AS nodes FROM websearch_to_tsquery('english', $1) AS query
+),
+words AS (
+    SELECT DISTINCT replace(quoted[1], '''''', '''') AS lexeme
+    FROM typed, regexp_matches(typed.tree, '''((?:[^'']|'''')*)''', 'g') AS quoted
+),
+keys AS (
+    SELECT lexeme AS key, true AS single FROM words
+    UNION ALL
+    SELECT first.lexeme || ' ' || second.lexeme, false
+    FROM words AS first JOIN words AS second ON first.lexeme < second.lexeme
+),
+postings AS MATERIALIZED (
+    SELECT keys.key, keys.single, top.product_id
+    FROM keys LEFT JOIN LATERAL (
+        SELECT product_id FROM search_postings WHERE search_postings.lexeme = keys.key
+        ORDER BY score DESC, product_id
+        LIMIT $3
+    ) AS top ON true
+),
+exhausted AS MATERIALIZED (
+    SELECT key, single, count(product_id) AS found FROM postings GROUP BY key, single
+),
+-- A plain AND (no `or`) in which some word has fewer than 4K postings: every match contains that
+-- word, so the GIN match holds at most 4K rows, and intersecting the words' GIN lists reads fewer
+-- heap rows than ranking up to K candidates per word and pair. Counted on the postings index, at
+-- most 4K entries a word, so a common word costs a few index pages here.
+narrow AS MATERIALIZED (
+    SELECT strpos(typed.tree, '|') = 0 AND coalesce((
+        SELECT min((SELECT count(*) FROM (
+                        SELECT FROM search_postings WHERE search_postings.lexeme = words.lexeme LIMIT 4 * $3
+                    ) AS counted))
+        FROM words
+    ) < 4 * $3, false) AS yes
+    FROM typed
+),
+candidates AS MATERIALIZED (
+    SELECT DISTINCT product_id AS id FROM postings WHERE product_id IS NOT NULL
+),
+bounded AS MATERIALIZED (
+    (SELECT product.id, product.sku, product.name, product.price_cents, ts_rank_cd(product.search, typed.query) AS rank
+     FROM candidates
+     -- OFFSET 0 keeps this a primary-key probe per candidate: flattened, the planner would match the
+     -- GIN index against the whole table and join, which is the cost this query exists to avoid.
+     CROSS JOIN LATERAL (SELECT * FROM products WHERE products.id = candidates.id OFFSET 0) AS product, typed
+     WHERE typed.nodes <> 1 AND NOT (SELECT yes FROM narrow) AND product.search @@ typed.query
+     ORDER BY rank DESC, product.id
+     LIMIT $2)
+    UNION ALL
+    -- One word and nothing else: a posting's score is that word's rank, so its first postings are the answer.
+    (SELECT product.id, product.sku, product.name, product.price_cents, top.score
+     FROM typed, words
+     CROSS JOIN LATERAL (
+         SELECT product_id, score FROM search_postings WHERE search_postings.lexeme = words.lexeme
+         ORDER BY score DESC, product_id
+         LIMIT $2
+     ) AS top
+     JOIN products AS product ON product.id = top.product_id
+     WHERE typed.nodes = 1)
+),
+-- Whether the answer is already in `bounded`: one word (or none), enough hits, or candidates known to
+-- hold every match (an `or` of words that each have fewer than K postings).
+settled AS MATERIALIZED (
+    SELECT CASE WHEN typed.nodes <= 1 THEN true
+                WHEN narrow.yes THEN false
+                WHEN (SELECT count(*) FROM bounded) = $2 THEN true
+                WHEN strpos(typed.tree, '|') > 0
+                THEN (SELECT coalesce(bool_and(found < $3), false) FROM exhausted WHERE single)
+                ELSE false END AS enough
+    FROM typed, narrow
+),
+-- Otherwise the GIN match ranked in full (RANK_ALL_MATCHES), in this same statement: the gate is a
+-- one-time filter, so this branch costs nothing when the candidates sufficed.
+everything AS (
+    SELECT id, sku, name, price_cents, ts_rank_cd(search, query) AS rank
+    FROM products, websearch_to_tsquery('english', $1) AS query
+    WHERE NOT (SELECT enough FROM settled) AND search @@ query
+    ORDER BY rank DESC, id
+    LIMIT $2
+),
+hits AS (
+    SELECT * FROM bounded WHERE (SELECT enough FROM settled)
+    UNION ALL
+    SELECT * FROM everything
+)
+SELECT
+    NOT (SELECT enough FROM settled) AS ranked_all,
+    (SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'sku', sku, 'name', name, 'price_cents', price_cents, 'rank', round(rank::numeric, 4)
+            ) ORDER BY rank DESC, id), '[]')::text
+     FROM hits) AS items
+"""
+
 # The rank is computed once per matching row, in the inner query; the outer one only renders JSON.
-SEARCH_PRODUCTS = """
+RANK_ALL_MATCHES = """
 SELECT coalesce(json_agg(json_build_object(
            'id', id, 'sku', sku, 'name', name, 'price_cents', price_cents, 'rank', round(rank::numeric, 4)
        ) ORDER BY rank DESC, id), '[]')::text

@@ -1,51 +1,163 @@
-"""Ranked full-text search, with a short per-process cache of result pages.
+"""Ranked full-text search, with a per-process cache of result pages and a cap on Postgres use.
 
-Ranking has to score every matching row, so a common word costs milliseconds of Postgres time. Result
-pages tolerate seconds of staleness, so repeated queries are answered from memory, and concurrent
-identical queries share one Postgres call.
+A query reaches Postgres through its own small pool behind a bulkhead, with a statement timeout:
+search traffic that Postgres cannot keep up with is shed (503, Retry-After) instead of taking the
+connections that tasks, catalog misses and writes need. Result pages tolerate seconds of staleness,
+so repeated queries are answered from memory and pages are refreshed ahead of expiry. A query is
+cached only from its second sighting (`admission.Doorkeeper`): a never-repeated one goes straight to
+Postgres, as with the cache off, with no cache write and no single-flight task. Loads of admitted
+queries go through single-flight, so concurrent identical queries share one Postgres call.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import asyncpg
 import orjson
 from fastapi import FastAPI
 
-from tenk.local_cache import LocalCache
-from tenk.resilience import SingleFlight
-from tenk.search.queries import SEARCH_PRODUCTS
+from tenk.connections import create_pg_pool, postgres_is_down
+from tenk.errors import UnavailableError
+from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
+from tenk.search.admission import Doorkeeper
+from tenk.search.pages import ResultPages
+from tenk.search.queries import RANK_ALL_MATCHES, RANK_CANDIDATES
 from tenk.search.settings import SearchSettings
+
+logger = logging.getLogger("tenk.search.service")
+
+PageKey = tuple[str, int]
+ADMISSION_WINDOW_PAGES = 4
+
+
+class SearchTimeoutError(UnavailableError):
+    def __init__(self) -> None:
+        super().__init__("the search took too long; try again or narrow the query", retry_after_s=1.0)
 
 
 class SearchService:
-    def __init__(self, pg: asyncpg.Pool, settings: SearchSettings) -> None:
+    def __init__(
+        self,
+        pg: asyncpg.Pool,
+        settings: SearchSettings,
+        clock: Callable[[], float] = time.monotonic,
+        timeout_per_transaction: bool = False,
+    ) -> None:
         self.pg = pg
         self.settings = settings
-        self.pages: LocalCache[tuple[str, int]] = LocalCache(settings.cache_max_items, settings.cache_ttl_s)
-        self.loads: SingleFlight[tuple[str, int], bytes] = SingleFlight()
+        # Behind a transaction pooler the statement timeout cannot be a connection setting (PgBouncer
+        # refuses it at start-up, and a session SET would leak to other clients): SET LOCAL it per query.
+        self.timeout_per_transaction = timeout_per_transaction
+        self.clock = clock
+        self.bulkhead = Bulkhead("search", settings.max_inflight, settings.max_wait_s)
+        self.pages: ResultPages[PageKey] | None = (
+            ResultPages(settings.cache_max_items, settings.cache_ttl_s, settings.cache_refresh_ahead, clock)
+            if settings.cache
+            else None
+        )
+        # A query is remembered for one to two windows of distinct queries; a few times the pages kept, so
+        # that a query repeated while its page would still be in the LRU is admitted.
+        self.doorkeeper = Doorkeeper(ADMISSION_WINDOW_PAGES * settings.cache_max_items)
+        self.loads: SingleFlight[PageKey, bytes] = SingleFlight()
+        self._refreshes: dict[PageKey, asyncio.Task[None]] = {}  # at most one background reload per page
+        self.full_rankings = 0  # queries the candidate set could not answer alone
+        self.refreshes = 0  # background reloads started ahead of expiry
 
     async def search(self, query: str, limit: int) -> bytes:
         """The response body for one query: `{"query": ..., "items": [...]}`."""
         key = (query, limit)
-        if self.settings.cache:
-            cached = self.pages.get(key)
-            if cached is not None:
-                return cached
-        return await self.loads.do(key, lambda: self._load(query, limit))
+        if self.pages is None:
+            return await self._fetch(query, limit)
+        page = self.pages.get(key)
+        if page is not None:
+            if page.refresh and key not in self._refreshes and key not in self.loads:
+                self._refresh_in_background(key)
+            return page.body
+        if key not in self.loads and not self.doorkeeper.seen_before(key):
+            return await self._fetch(query, limit)
+        return await self.loads.do(key, lambda: self._load(key))
 
-    async def _load(self, query: str, limit: int) -> bytes:
-        epoch = self.pages.epoch
-        hits: str = await self.pg.fetchval(SEARCH_PRODUCTS, query, limit)
-        body = b'{"query":' + orjson.dumps(query) + b',"items":' + hits.encode() + b"}"
-        if self.settings.cache:
-            self.pages.put(key=(query, limit), value=body, epoch=epoch)
+    def _refresh_in_background(self, key: PageKey) -> None:
+        self.refreshes += 1
+        task = asyncio.get_running_loop().create_task(self._refresh(key))
+        self._refreshes[key] = task
+        task.add_done_callback(lambda _: self._refreshes.pop(key, None))
+
+    async def _refresh(self, key: PageKey) -> None:
+        # A failed refresh is not a failed request: the cached page stays until it expires, and the
+        # next request after that loads it in the foreground and sees the error.
+        try:
+            await self.loads.do(key, lambda: self._load(key))
+        except Exception as exc:
+            if not (isinstance(exc, BulkheadFullError | UnavailableError) or postgres_is_down(exc)):
+                raise
+            logger.info("search page refresh skipped: %s", exc.__class__.__name__)
+
+    async def _load(self, key: PageKey) -> bytes:
+        """Fetch a page and cache it."""
+        loaded_at = self.clock()
+        body = await self._fetch(*key)
+        if self.pages is not None:
+            self.pages.put(key, body, loaded_at)
         return body
+
+    async def _fetch(self, query: str, limit: int) -> bytes:
+        # Postgres renders the items as JSON text; the body is assembled as bytes around it, never parsed.
+        async with self.bulkhead.slot():
+            items = await self._rank(query, limit)
+        return b'{"query":' + orjson.dumps(query) + b',"items":' + items.encode() + b"}"
+
+    async def _rank(self, query: str, limit: int) -> str:
+        try:
+            async with self.pg.acquire() as conn:
+                if not self.timeout_per_transaction:
+                    return await self._ranked(conn, query, limit)
+                async with conn.transaction(readonly=True):
+                    await conn.execute(f"SET LOCAL statement_timeout = {int(self.settings.statement_timeout_ms)}")
+                    return await self._ranked(conn, query, limit)
+        except asyncpg.QueryCanceledError:
+            raise SearchTimeoutError() from None
+
+    async def _ranked(self, conn: asyncpg.Connection, query: str, limit: int) -> str:
+        if self.settings.full_ranking:
+            everything: str = await conn.fetchval(RANK_ALL_MATCHES, query, limit)
+            return everything
+        ranked_all, items = await conn.fetchrow(RANK_CANDIDATES, query, limit, self.settings.candidates)
+        self.full_rankings += ranked_all
+        return str(items)
+
+    async def close(self) -> None:
+        tasks = list(self._refreshes.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @asynccontextmanager
 async def search_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    app.state.search = SearchService(app.state.pg, SearchSettings())
-    yield
+    settings: SearchSettings = app.state.settings.search
+    pooled = app.state.settings.database.pooler == "transaction"
+    server_settings = {"application_name": "tenk-search"}
+    if not pooled:
+        server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
+    # Its own pool, as large as the bulkhead, with a server-side statement timeout on every query; on a
+    # read replica when there are any (search tolerates the replica's lag: its pages are seconds old anyway).
+    replicas = app.state.settings.database.replica_urls
+    pool = await create_pg_pool(
+        app.state.settings,
+        dsn=replicas[0] if replicas else None,
+        max_size=settings.max_inflight,
+        server_settings=server_settings,
+    )
+    service = SearchService(pool, settings, timeout_per_transaction=pooled)
+    app.state.search = service
+    try:
+        yield
+    finally:
+        await service.close()
+        await pool.close()

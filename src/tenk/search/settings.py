@@ -1,14 +1,43 @@
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field
 
 
-class SearchSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TENK_SEARCH_", extra="ignore")
+class SearchSettings(BaseModel):
+    """`settings.search` in the tree (tenk.settings): TENK_SEARCH_<FIELD>."""
 
     cache: bool = Field(True, description="Cache result pages per process; repeated queries skip Postgres.")
     cache_ttl_s: float = Field(
         10.0, gt=0, description="How long a result page is reused; new or changed products show up within it."
     )
+    cache_refresh_ahead: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="A page asked for after this share of its TTL is reloaded in the background while the cached "
+        "copy is served, so popular pages never expire under traffic.",
+    )
     cache_max_items: int = Field(10_000, ge=1, description="Result pages kept per process.")
+    candidates: int = Field(
+        100,
+        ge=10,
+        le=10_000,
+        description="Postings read per query word (and word pair) before ranking; more is slower and closer to "
+        "ranking every match.",
+    )
+    full_ranking: bool = Field(
+        False,
+        description="Rank every match, as search did before the postings (migration 0005); for comparisons only.",
+    )
+    max_inflight: int = Field(
+        4,
+        ge=1,
+        description="Search queries in Postgres at once per process (its own pool), so search never starves "
+        "the shared pool.",
+    )
+    max_wait_s: float = Field(
+        1.0, ge=0, description="How long a search waits for a free slot before it is shed with 503 and Retry-After."
+    )
+    statement_timeout_ms: int = Field(
+        2_000, ge=1, description="Postgres cancels a search query that runs longer; the client gets 503."
+    )

@@ -1,7 +1,9 @@
 """Versioned SQL migrations: `NNNN_name.sql` files applied in order, each once, each in its own transaction.
 
 An advisory lock serialises concurrent runners (two API processes starting at once), so running
-`tenk migrate` twice, or from two shells, is safe.
+`tenk migrate` twice, or from two shells, is safe. That lock belongs to the session, which a
+transaction-mode pooler does not keep: migrations connect to TENK_DATABASE_DIRECT_URL (the `tenk up`
+and `tenk migrate` commands pass `Settings.resolved_direct_database_url`).
 """
 
 from __future__ import annotations

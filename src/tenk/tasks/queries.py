@@ -15,3 +15,5 @@ RETURNING {_TASK_JSON}
 
 # Ordered by the identity column: rows committed during a walk never shift rows already passed.
 TASK_PAGE = f"SELECT id, {_TASK_JSON} FROM tasks WHERE id > $1 ORDER BY id LIMIT $2"
+
+DELETE_TASK = "DELETE FROM tasks WHERE id = $1 RETURNING id"

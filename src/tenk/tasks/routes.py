@@ -1,57 +1,110 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from tenk.errors import NotFoundError
+from tenk.lane import app_state, hot
+from tenk.models import errors_documented
 from tenk.ops.auth import require_reader, require_writer
-from tenk.pagination import cursor_codec, keyset_page
+from tenk.pagination import CursorCodec, cursors, keyset_page
+from tenk.reply import JSON, Reply, created
 from tenk.tasks import queries
-from tenk.tasks.hot import DEFAULT_LIMIT, MAX_LIMIT
 from tenk.tasks.schemas import Task, TaskIn, TaskPage, TaskPatch
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 
+DEFAULT_LIMIT, MAX_LIMIT = 25, 100
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Task id.")]
-_JSON = "application/json"
+PgDep = Annotated[asyncpg.Pool, app_state("pg")]
+TaskCursors = Annotated[CursorCodec, cursors("tasks")]
+
+_NO_SUCH_TASK = errors_documented({404: "No such task"})
+# Where a created task's id leads: schemathesis's stateful phase follows these.
+_LINKS: dict[str, Any] = {
+    name: {"operationId": operation, "parameters": {"task_id": "$response.body#/id"}}
+    for name, operation in [("GetTask", "get_task"), ("PatchTask", "patch_task"), ("DeleteTask", "delete_task")]
+}
 
 
-def _pg(request: Request) -> asyncpg.Pool:
-    pool: asyncpg.Pool = request.app.state.pg
-    return pool
-
-
-def _one(row: str | None, status: int = 200) -> Response:
+def _one(row: str | None) -> bytes:
     if row is None:
         raise NotFoundError("no such task", field="path.task_id")
-    return Response(row.encode(), status, media_type=_JSON)
+    return row.encode()
 
 
-@router.post("", status_code=201, response_model=Task, dependencies=[Depends(require_writer)], summary="Create a task")
-async def create_task(task: TaskIn, request: Request) -> Response:
-    return _one(await _pg(request).fetchval(queries.INSERT_TASK, task.title, task.notes, task.done), 201)
+@router.post(
+    "",
+    status_code=201,
+    response_model=Task,
+    responses={201: {"description": "Created; `Location` names it", "links": _LINKS}},
+    dependencies=[Depends(require_writer)],
+    operation_id="create_task",
+    summary="Create a task",
+)
+async def create_task(task: TaskIn, pg: PgDep) -> Response:
+    body = _one(await pg.fetchval(queries.INSERT_TASK, task.title, task.notes, task.done))
+    return created(body, router.prefix)
 
 
-@router.get("/{task_id}", response_model=Task, dependencies=[Depends(require_reader)], summary="One task")
-async def get_task(task_id: TaskId, request: Request) -> Response:
-    return _one(await _pg(request).fetchval(queries.TASK_BY_ID, task_id))
+@router.get(
+    "/{task_id}",
+    response_model=Task,
+    responses=_NO_SUCH_TASK,
+    dependencies=[Depends(require_reader)],
+    operation_id="get_task",
+    summary="One task",
+)
+@hot
+async def get_task(task_id: TaskId, pg: PgDep) -> Reply:
+    return Reply(200, _one(await pg.fetchval(queries.TASK_BY_ID, task_id)))
 
 
-@router.patch("/{task_id}", response_model=Task, dependencies=[Depends(require_writer)], summary="Change a task")
-async def patch_task(task_id: TaskId, patch: TaskPatch, request: Request) -> Response:
-    return _one(await _pg(request).fetchval(queries.PATCH_TASK, task_id, patch.title, patch.notes, patch.done))
+@router.patch(
+    "/{task_id}",
+    response_model=Task,
+    responses=_NO_SUCH_TASK,
+    dependencies=[Depends(require_writer)],
+    operation_id="patch_task",
+    summary="Change a task",
+)
+async def patch_task(task_id: TaskId, patch: TaskPatch, pg: PgDep) -> Response:
+    row = await pg.fetchval(queries.PATCH_TASK, task_id, patch.title, patch.notes, patch.done)
+    return Response(_one(row), media_type=JSON)
 
 
-@router.get("", response_model=TaskPage, dependencies=[Depends(require_reader)], summary="Tasks by id, keyset")
+@router.delete(
+    "/{task_id}",
+    status_code=204,
+    response_class=Response,
+    responses=_NO_SUCH_TASK,
+    dependencies=[Depends(require_writer)],
+    operation_id="delete_task",
+    summary="Delete a task",
+)
+async def delete_task(task_id: TaskId, pg: PgDep) -> Response:
+    if await pg.fetchval(queries.DELETE_TASK, task_id) is None:
+        raise NotFoundError("no such task", field="path.task_id")
+    return Response(status_code=204)
+
+
+@router.get(
+    "",
+    response_model=TaskPage,
+    dependencies=[Depends(require_reader)],
+    operation_id="list_tasks",
+    summary="Tasks by id, keyset",
+)
+@hot
 async def list_tasks(
-    request: Request,
+    pg: PgDep,
+    codec: TaskCursors,
     after: Annotated[str | None, Query(max_length=512, description="Opaque cursor from the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-) -> Response:
-    codec = cursor_codec(request.app.state.settings.cursor_secret, "tasks")
+) -> Reply:
     last_id = codec.decode(after, shape=(int,))[0] if after else 0
-    rows = await _pg(request).fetch(queries.TASK_PAGE, last_id, limit + 1)
-    return Response(keyset_page(rows, limit, codec), media_type=_JSON)
+    rows = await pg.fetch(queries.TASK_PAGE, last_id, limit + 1)
+    return Reply(200, keyset_page(rows, limit, codec))

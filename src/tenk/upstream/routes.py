@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
-from starlette.responses import Response
+from fastapi import APIRouter, Depends, Path
 
+from tenk.lane import app_state, hot
+from tenk.models import errors_documented
 from tenk.ops.auth import require_reader
+from tenk.reply import Reply
 from tenk.upstream.schemas import SYMBOL_PATTERN, Quote
 from tenk.upstream.service import QuoteService
 
@@ -21,21 +23,24 @@ Symbol = Annotated[
         examples=["AAPL", "BRK.B"],
     ),
 ]
-_UNAVAILABLE = {"description": "Breaker open or too many calls in flight; see Retry-After"}
+QuotesDep = Annotated[QuoteService, app_state("quotes")]
 
 
 @router.get(
     "/{symbol}",
     response_model=Quote,
-    responses={
-        404: {"description": "The vendor has no such symbol"},
-        502: {"description": "The vendor failed"},
-        503: _UNAVAILABLE,
-        504: {"description": "The vendor did not answer in time"},
-    },
+    responses=errors_documented(
+        {
+            404: "The vendor has no such symbol",
+            502: "The vendor failed",
+            503: "Breaker open or too many calls in flight; see Retry-After",
+            504: "The vendor did not answer in time",
+        }
+    ),
     dependencies=[Depends(require_reader)],
+    operation_id="get_quote",
     summary="A quote from the (slow, fallible) vendor, cached briefly and coalesced",
 )
-async def get_quote(symbol: Symbol, request: Request) -> Response:
-    service: QuoteService = request.app.state.quotes
-    return Response(await service.get_quote_json(symbol), media_type="application/json")
+@hot
+async def get_quote(symbol: Symbol, quotes: QuotesDep) -> Reply:
+    return Reply(200, await quotes.get_quote_json(symbol))

@@ -11,7 +11,6 @@ aiohttp rather than httpx: httpx's AsyncClient loses much of its throughput unde
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,10 +22,10 @@ from prometheus_client import Histogram
 from yarl import URL
 
 from tenk.errors import NotFoundError, UpstreamTimeoutError
+from tenk.local_cache import TtlCache
 from tenk.ops.metrics import live_gauges
-from tenk.resilience import Bulkhead, BulkheadFullError, CircuitBreaker, CircuitOpenError, Permit, SingleFlight
+from tenk.resilience import BreakerCall, Bulkhead, BulkheadFullError, CircuitBreaker, CircuitOpenError, SingleFlight
 from tenk.upstream import metrics
-from tenk.upstream.cache import TtlCache
 from tenk.upstream.errors import UpstreamError
 from tenk.upstream.settings import UpstreamSettings
 
@@ -36,7 +35,7 @@ class QuoteService:
         self.session = session
         self.settings = settings
         self._quotes_url = settings.base_url + "/v1/quotes/"
-        self.cache = TtlCache(settings.cache_max_items, settings.cache_ttl_s)
+        self.cache: TtlCache[str] = TtlCache(settings.cache_max_items, settings.cache_ttl_s)
         self.flights: SingleFlight[str, bytes] = SingleFlight()
         self.bulkhead = Bulkhead("upstream", settings.max_inflight)
         self.breaker = CircuitBreaker(
@@ -60,65 +59,67 @@ class QuoteService:
         return await self.flights.do(symbol, lambda: self._load(symbol))
 
     async def _load(self, symbol: str) -> bytes:
-        permit = self.breaker.acquire()
-        if permit is None:
+        # Verdicts are given explicitly in `_call`; any other way out of the block (a full bulkhead, which
+        # never reached the vendor, cancellation, a bug) hands the permit back unjudged.
+        call = self.breaker.call(is_failure=_judged_in_call)
+        if call is None:
             metrics.REJECTED_BREAKER.inc()
             raise CircuitOpenError(self.breaker.name, self.breaker.retry_after_s())
         try:
-            async with self.bulkhead.slot():
-                body = await self._call(symbol, permit)
+            with call:
+                async with self.bulkhead.slot():
+                    body = await self._call(symbol, call)
         except BulkheadFullError:
-            # Refused before reaching the vendor: that says nothing about the vendor's health.
-            self.breaker.abandon(permit)
             metrics.REJECTED_BULKHEAD.inc()
             raise
         self.cache.put(symbol, body)
         return body
 
-    async def _call(self, symbol: str, permit: Permit) -> bytes:
+    async def _call(self, symbol: str, call: BreakerCall) -> bytes:
         started = time.perf_counter()
         try:
             # The symbol was validated to [A-Z0-9.], so the URL needs no quoting.
             async with self.session.get(URL(self._quotes_url + symbol, encoded=True)) as response:
                 status = response.status
                 raw = await response.read()
-        except asyncio.CancelledError:
-            self.breaker.abandon(permit)
-            raise
         except TimeoutError:
-            self._failed(metrics.LATENCY_TIMEOUT, started, permit)
+            self._failed(metrics.LATENCY_TIMEOUT, started, call)
             metrics.TIMEOUTS.inc()
             raise UpstreamTimeoutError(
                 f"the quotes vendor did not answer within {self.settings.timeout_s:g}s"
             ) from None
         except (aiohttp.ClientError, OSError):
-            self._failed(metrics.LATENCY_UNREACHABLE, started, permit)
+            self._failed(metrics.LATENCY_UNREACHABLE, started, call)
             raise UpstreamError("the quotes vendor is unreachable", retry_after_s=1.0) from None
         if status == 200:
             body = _our_quote(raw)
             if body is None:
-                self._failed(metrics.LATENCY_ERROR, started, permit)
+                self._failed(metrics.LATENCY_ERROR, started, call)
                 raise UpstreamError("the quotes vendor sent a malformed quote")
             metrics.LATENCY_OK.observe(time.perf_counter() - started)
-            self.breaker.release(ok=True, permit=permit)
+            call.ok()
             return body
         if status == 404:
             # A healthy vendor that does not know the symbol.
             metrics.LATENCY_NOT_FOUND.observe(time.perf_counter() - started)
-            self.breaker.release(ok=True, permit=permit)
+            call.ok()
             raise NotFoundError("the quotes vendor has no such symbol", field="path.symbol")
-        self._failed(metrics.LATENCY_ERROR, started, permit)
+        self._failed(metrics.LATENCY_ERROR, started, call)
         raise UpstreamError(f"the quotes vendor answered {status}", retry_after_s=1.0)
 
-    def _failed(self, histogram: Histogram, started: float, permit: Permit) -> None:
+    def _failed(self, histogram: Histogram, started: float, call: BreakerCall) -> None:
         histogram.observe(time.perf_counter() - started)
-        self.breaker.release(ok=False, permit=permit)
+        call.failed()
 
     def gauges(self) -> list[tuple[dict[str, str], float]]:
         return [({"breaker": "upstream"}, float(self.breaker.state))]
 
     def inflight(self) -> list[tuple[dict[str, str], float]]:
         return [({"dependency": "quotes"}, float(self.bulkhead.inflight))]
+
+
+def _judged_in_call(_: BaseException) -> bool:
+    return False
 
 
 def _our_quote(raw: bytes) -> bytes | None:
@@ -159,7 +160,7 @@ def create_session(settings: UpstreamSettings) -> aiohttp.ClientSession:
 
 @asynccontextmanager
 async def upstream_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    settings = UpstreamSettings()
+    settings: UpstreamSettings = app.state.settings.upstream
     session = create_session(settings)
     service = QuoteService(session, settings)
     app.state.quotes = service

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
-from pydantic import AnyHttpUrl, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AnyHttpUrl, BaseModel, Field
 
 
-class UpstreamSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TENK_UPSTREAM_", extra="ignore")
+class UpstreamSettings(BaseModel):
+    """`settings.upstream` in the tree (tenk.settings): TENK_UPSTREAM_<FIELD>."""
 
     url: AnyHttpUrl = Field(
         AnyHttpUrl("http://127.0.0.1:9100"), description="The quotes vendor; `make run` starts a mock there."
+    )
+    mock: bool | None = Field(
+        None,
+        description="Whether `tenk dev` starts the mock vendor at `url`; unset, it does when `url` is not set "
+        "(a vendor named by its address is taken to be real).",
     )
     timeout_s: float = Field(10.0, gt=0, description="Whole-call budget per upstream call; past it, 504.")
     connect_timeout_s: float | None = Field(

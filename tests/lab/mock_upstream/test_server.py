@@ -47,6 +47,14 @@ async def _timed_quotes(url: str, count: int, prefix: str) -> list[tuple[int, fl
 
 
 async def test_admin_route_changes_latency_at_run_time_and_stats_show_it(mock: MockUpstreamProcess) -> None:
+    # The histogram is what clients saw, so on a busy machine it includes event-loop
+    # delay. Measure that delay first, at the same concurrency, and allow exactly it.
+    mock.set_profile(p50_ms=0, p99_ms=0)
+    mock.reset_stats()
+    await _timed_quotes(mock.url, 600, "BASE")
+    overhead_ms = mock.stats()["latency_ms"]["p99"]
+    mock.reset_stats()
+
     assert mock.set_profile(p50_ms=50, p99_ms=200) == {
         "p50_ms": 50.0,
         "p99_ms": 200.0,
@@ -57,8 +65,8 @@ async def test_admin_route_changes_latency_at_run_time_and_stats_show_it(mock: M
     assert {status for status, _ in results} == {200}
     latency = mock.stats()["latency_ms"]
     assert latency["count"] == 600
-    assert 40 <= latency["p50"] <= 65
-    assert 140 <= latency["p99"] <= 320
+    assert 40 <= latency["p50"] <= 65 + overhead_ms
+    assert 140 <= latency["p99"] <= 320 + overhead_ms
     assert sum(count for _, count in latency["histogram"]) == 600
 
     mock.set_profile(p50_ms=0, p99_ms=0)

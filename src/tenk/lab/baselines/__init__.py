@@ -5,3 +5,6 @@ the studies in shared/seeds started: sync or async handlers, a new database conn
 pydantic response models, an access log, no cache, one INSERT and commit per event. The knobs in
 `config.py` switch on, one at a time, the fixes the studies made, so a ladder can change one thing per rung.
 """
+
+# Baselines that are WSGI apps: the lab serves them with gunicorn's sync workers, never an ASGI server.
+WSGI_BASELINES = frozenset({"baseline:wsgi_sync"})

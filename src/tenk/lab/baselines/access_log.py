@@ -43,14 +43,11 @@ class AccessLog:
             await self.app(scope, receive, send_capturing_status)
         finally:
             client = scope.get("client") or ("-", 0)
-            query = scope.get("query_string", b"")
-            path = scope["path"] + ("?" + query.decode("latin-1") if query else "")
-            logger.info(
-                '%s:%s - "%s %s HTTP/%s" %d',
-                client[0],
-                client[1],
-                scope["method"],
-                path,
-                scope.get("http_version", "1.1"),
-                status,
-            )
+            query = scope.get("query_string", b"").decode("latin-1")
+            log_request(client, scope["method"], scope["path"], query, scope.get("http_version", "1.1"), status)
+
+
+def log_request(client: tuple[str, int], method: str, path: str, query: str, http_version: str, status: int) -> None:
+    """One line, for the ASGI baselines' middleware and the WSGI baseline alike."""
+    target = path + ("?" + query if query else "")
+    logger.info('%s:%s - "%s %s HTTP/%s" %d', client[0], client[1], method, target, http_version, status)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +26,8 @@ class NaiveConfig(BaseSettings):
     upstream_timeout_s: float = Field(30.0, validation_alias=AliasChoices("NAIVE_UPSTREAM_TIMEOUT_S"))
 
     redis_cache: RedisCacheMode = Field("0", validation_alias=AliasChoices("NAIVE_REDIS_CACHE"))
+    # 2: RESP2, redis-py's default. 3: RESP3, which the product-API study switched on with its new client.
+    redis_protocol: int = Field(2, ge=2, le=3, validation_alias=AliasChoices("NAIVE_REDIS_PROTOCOL"))
     pool: bool = Field(False, validation_alias=AliasChoices("NAIVE_POOL"))
     access_log: bool = Field(True, validation_alias=AliasChoices("NAIVE_ACCESS_LOG"))
 
@@ -36,6 +38,10 @@ class NaiveConfig(BaseSettings):
     @property
     def redis_dsn(self) -> str:
         return self.redis_url or f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def redis_kwargs(self) -> dict[str, Any]:
+        """How every baseline's Redis client is built, sync or async, shared or per request."""
+        return {"decode_responses": True, "protocol": self.redis_protocol}
 
     def quote_url(self, symbol: str) -> str:
         return f"{self.upstream_url.rstrip('/')}/v1/quotes/{symbol}"

@@ -6,7 +6,7 @@ connection per request, pydantic models validating and serialising every respons
 per request, no cache, one INSERT plus commit per event. Knobs (env): NAIVE_POOL=1 (an
 AsyncConnectionPool instead, the pooling study's fix), NAIVE_REDIS_CACHE=1 (cache-aside for
 GET /products/{id} with a Redis pool built on every request, as the product-API study published it),
-NAIVE_REDIS_CACHE=shared (one pool per process), NAIVE_ACCESS_LOG=0.
+NAIVE_REDIS_CACHE=shared (one pool per process), NAIVE_REDIS_PROTOCOL=3 (RESP3), NAIVE_ACCESS_LOG=0.
 Serve it as a plain app: `uvicorn tenk.lab.baselines.naive_async:app`.
 """
 
@@ -29,9 +29,8 @@ from psycopg_pool import AsyncConnectionPool
 from tenk.errors import ConflictError, InvalidInputError
 from tenk.ingest.schemas import Accepted, EventIn
 from tenk.lab.baselines import queries
-from tenk.lab.baselines.access_log import AccessLog, configure_access_logger
+from tenk.lab.baselines.base import TLS, baseline_app
 from tenk.lab.baselines.config import NaiveConfig
-from tenk.lab.baselines.errors import install_baseline_error_handlers
 from tenk.lab.baselines.keys import PRODUCT_TTL_S, product_key
 from tenk.lab.baselines.paging import decode_after, encode_after
 from tenk.lab.baselines.schemas import (
@@ -55,11 +54,6 @@ from tenk.lab.baselines.schemas import (
 
 Connection = psycopg.AsyncConnection[DictRow]
 
-# The vendor gets a new client, and so a new TCP connection, per call, as the naive app did. The CA
-# bundle is read once: httpx reads it for every client (tens of ms of CPU each), a cost of the
-# library rather than of the pattern, and it would drown what the presets compare.
-TLS = httpx.create_ssl_context()
-
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,7 +67,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await pool.open(wait=True)
         app.state.pool = pool
     if config.redis_cache == "shared":
-        app.state.redis = aioredis.Redis.from_url(config.redis_dsn, decode_responses=True)
+        app.state.redis = aioredis.Redis.from_url(config.redis_dsn, **config.redis_kwargs())
     try:
         yield
     finally:
@@ -83,11 +77,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await app.state.pool.close()
 
 
-app = FastAPI(title="naive_async", lifespan=lifespan)
-install_baseline_error_handlers(app)
-if NaiveConfig().access_log:
-    configure_access_logger()
-    app.add_middleware(AccessLog)
+app = baseline_app("naive_async", lifespan)
 
 
 async def get_config() -> NaiveConfig:
@@ -125,7 +115,7 @@ async def cache_client(request: Request, config: NaiveConfig) -> AsyncIterator[a
     # As published: a fresh pool (and so a fresh TCP connection) for every request. The published code
     # only closed the client, which leaves the pool's socket for the garbage collector; closing the
     # pool too keeps the cost measured the same and the socket count bounded.
-    pool = aioredis.ConnectionPool.from_url(config.redis_dsn, decode_responses=True, max_connections=100)
+    pool = aioredis.ConnectionPool.from_url(config.redis_dsn, max_connections=100, **config.redis_kwargs())
     client = aioredis.Redis(connection_pool=pool)
     try:
         yield client

@@ -29,5 +29,5 @@ LIMIT %s
 # One row per request, committed at once; a replayed event_id is a no-op, as in tenk's ingest.
 INSERT_EVENT = """
 INSERT INTO events (event_id, source, ts, payload) VALUES (%s, %s, %s, %s)
-ON CONFLICT (event_id) DO NOTHING
+ON CONFLICT (event_id, ts) DO NOTHING
 """

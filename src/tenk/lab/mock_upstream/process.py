@@ -2,51 +2,57 @@
 
 from __future__ import annotations
 
+import json
 import os
-import subprocess
 import sys
-import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import httpx
+from urllib.parse import urlencode
 
 from tenk.lab.mock_upstream.profile import Profile
-from tenk.stack import free_port
+from tenk.stack import Spawned, start_http_server
 
 
 @dataclass
 class MockUpstreamProcess:
     url: str
-    process: subprocess.Popen[bytes]
-    log: Path
+    server: Spawned
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        return self.server.pid
+
+    @property
+    def log(self) -> Path:
+        return self.server.log
 
     def stats(self, symbol: str | None = None) -> dict[str, Any]:
-        params = {"symbol": symbol} if symbol else None
-        body: dict[str, Any] = httpx.get(f"{self.url}/stats", params=params, timeout=5).raise_for_status().json()
-        return body
+        query = f"?{urlencode({'symbol': symbol})}" if symbol else ""
+        return self._call("GET", f"/stats{query}")
 
     def reset_stats(self) -> None:
-        httpx.delete(f"{self.url}/stats", timeout=5).raise_for_status()
+        self._call("DELETE", "/stats")
 
     def set_profile(self, **changes: float) -> dict[str, Any]:
         """PUT /admin/latency with any of p50_ms, p99_ms, error_rate, hang_rate."""
-        body: dict[str, Any] = httpx.put(f"{self.url}/admin/latency", json=changes, timeout=5).raise_for_status().json()
-        return body
+        return self._call("PUT", "/admin/latency", changes)
+
+    def _call(self, method: str, path: str, body: dict[str, float] | None = None) -> dict[str, Any]:
+        """One JSON request; an error status raises urllib's HTTPError. urllib, not httpx: the service's
+        image runs the mock and installs no lab-only client."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            raw = response.read()
+        answer: dict[str, Any] = json.loads(raw) if raw else {}
+        return answer
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        self.server.stop()
 
     def __enter__(self) -> MockUpstreamProcess:
         return self
@@ -64,39 +70,21 @@ def start_mock_upstream(
     cpus: set[int] | None = None,
     timeout_s: float = 15.0,
 ) -> MockUpstreamProcess:
-    """Start the mock on a free port (or `port`) and wait until /health answers."""
-    port = port or free_port()
-    argv = [
-        str(Path(sys.executable).parent / "tenk"),
-        "mock-upstream",
-        "--port",
-        str(port),
-        "--p50-ms",
-        str(profile.p50_ms),
-        "--p99-ms",
-        str(profile.p99_ms),
-        "--error-rate",
-        str(profile.error_rate),
-        "--hang-rate",
-        str(profile.hang_rate),
-    ]
-    if seed is not None:
-        argv += ["--seed", str(seed)]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    """Start the mock on a free port (or `port`) and wait until it listens there and /health answers.
+
+    A free port can be taken before the mock binds it; then, unless `port` was given, another is tried.
+    """
+
+    def argv_for(port: int) -> list[str]:
+        argv = [
+            str(Path(sys.executable).parent / "tenk"),
+            "mock-upstream",
+            *("--port", str(port), "--p50-ms", str(profile.p50_ms), "--p99-ms", str(profile.p99_ms)),
+            *("--error-rate", str(profile.error_rate), "--hang-rate", str(profile.hang_rate)),
+        ]
+        return argv if seed is None else [*argv, "--seed", str(seed)]
+
+    server, url = start_http_server("mock-upstream", argv_for, lambda _: log, timeout=timeout_s, port=port)
     if cpus is not None:
-        os.sched_setaffinity(process.pid, cpus)
-    mock = MockUpstreamProcess(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"mock-upstream exited with {process.returncode}: {log.read_text(errors='replace')}")
-        try:
-            if httpx.get(f"{mock.url}/health", timeout=0.5).status_code == 200:
-                return mock
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    mock.stop()
-    raise TimeoutError(f"mock-upstream did not answer on {mock.url} within {timeout_s}s")
+        os.sched_setaffinity(server.pid, cpus)
+    return MockUpstreamProcess(url, server)

@@ -1,0 +1,142 @@
+"""Product invalidations that are never lost: a Postgres outbox, delivered to Redis until confirmed.
+
+Invariant: once a product write has committed, every cached copy of the old row (Redis, and each
+process's LRU) is dropped, however long Redis is full, unreachable or restarting, and even if the
+process that wrote dies right after its commit.
+
+How:
+- Record. A trigger on `products` (migration 0003) writes a row to `catalog_invalidations` in the
+  same transaction as the change, whichever path made it. Nothing can commit a product change
+  without its invalidation record, and a crash cannot separate the two.
+- Deliver. Right after its commit the writer runs the invalidation script (`keys.INVALIDATE`: DEL the
+  cached copy, INCR the product's generation, publish the id: see `tenk.pubsub`) and then deletes the record, but only
+  the record it saw: `seq` changes when a newer write re-arms it, and that one must be delivered anew.
+- Replay. Every API process drains the outbox every `REPLAY_EVERY_S`, and once at start-up before it
+  serves, so records a writer could not deliver (Redis down, the writer killed) go out as soon as
+  Redis can take them. Deliveries are idempotent: two processes replaying one record is harmless.
+- A full Redis. At maxmemory with `noeviction` Redis refuses a MULTI whole, DEL included. The script
+  is refused only if its first write needs memory, and its first write is a DEL (see `keys.py`), so
+  the invalidation goes through when Redis is full. Fills (`FILL_IF_UNCHANGED`) start with a SET and
+  are refused while Redis is full. When Redis has room again, a fill that read Postgres before the
+  write still carries the generation it saw before the INCR, and is refused: the old row cannot come
+  back.
+- Redis unreachable at write time: the record waits in Postgres; the replay that delivers it bumps
+  the generation, which refuses every fill started before it and deletes whatever such a fill stored.
+- Read replicas. Each delivery also records the primary's WAL position after the write (read after
+  the commit, so past it): a miss reads a replica only once it has replayed that far
+  (`tenk.catalog.replicas`), so a lagging replica cannot put the old row back after the invalidation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+
+import asyncpg
+from redis.asyncio import Redis
+
+from tenk.catalog import keys, metrics, queries
+from tenk.connections import POSTGRES_ERRORS, REDIS_DOWN
+from tenk.pubsub import Broadcast
+
+logger = logging.getLogger("tenk.catalog.invalidation")
+
+REPLAY_EVERY_S = 0.5
+# Products per script call when draining a backlog (a bulk load can leave one record per product).
+REPLAY_BATCH = 500
+# Script calls in flight at once while delivering many products (one call per slot).
+_SLOTS_AT_ONCE = 16
+
+
+class Invalidator:
+    def __init__(self, pg: asyncpg.Pool, redis: Redis, track_lsn: bool = False) -> None:
+        self.pg = pg
+        self.redis = redis
+        # Only read replicas need the written LSN; without them it would be a key per write for nothing.
+        self.track_lsn = track_lsn
+        self._script = redis.register_script(keys.INVALIDATE)
+        self.broadcast = Broadcast(redis, keys.INVALIDATE_CHANNEL)
+
+    async def after_write(self, product_id: int) -> None:
+        """Deliver the invalidation a committed write recorded. Never raises for an outage: an
+        undelivered record stays in the outbox for the replay."""
+        # Unread (Postgres failed us): the record stays unsettled, and the replay delivers it again
+        # within REPLAY_EVERY_S with the position it reads then.
+        seq: int | None = None
+        lsn = 0
+        try:
+            row = await self.pg.fetchrow(queries.PENDING_INVALIDATION, product_id)
+            seq, lsn = row["seq"], row["lsn"]
+        except POSTGRES_ERRORS as exc:
+            logger.warning("could not read the invalidation record of product %s (%s)", product_id, exc)
+        try:
+            await self.deliver([product_id], lsn)
+        except REDIS_DOWN as exc:
+            metrics.INVALIDATION_FAILURES.inc()
+            logger.warning("redis invalidation of product %s failed (%s); the outbox will replay it", product_id, exc)
+            return
+        if seq is not None:
+            try:
+                await self.pg.execute(queries.SETTLE_INVALIDATIONS, [product_id], [seq])
+            except POSTGRES_ERRORS as exc:
+                logger.warning("delivered invalidation of product %s stays recorded (%s)", product_id, exc)
+
+    async def deliver(self, product_ids: Sequence[int], lsn: int = 0) -> None:
+        """Drop the products from Redis, bump their generations, record `lsn` (the primary's WAL position
+        after their writes) and tell every process.
+
+        One script per slot (a script may not cross slots on a cluster), all at once; the publish that
+        could not happen inside them (sharded pub/sub) follows only once every one has returned.
+        """
+        if not product_ids:
+            return
+        by_slot: defaultdict[int, list[int]] = defaultdict(list)
+        for pid in product_ids:
+            by_slot[keys.product_slot(pid)].append(pid)
+        ttl_ms = keys.GENERATION_TTL_S * 1000
+        channel = self.broadcast.in_script_channel
+        groups = list(by_slot.values())
+        # A few at a time: a replay of hundreds must not take every pooled connection at once.
+        for start in range(0, len(groups), _SLOTS_AT_ONCE):
+            calls = [
+                self._script(
+                    keys=[
+                        key
+                        for pid in pids
+                        for key in (keys.product_key(pid), keys.generation_key(pid), keys.written_lsn_key(pid))
+                    ],
+                    args=[ttl_ms, channel, lsn if self.track_lsn else 0, *(str(pid) for pid in pids)],
+                )
+                for pids in groups[start : start + _SLOTS_AT_ONCE]
+            ]
+            # Every call runs; the first failure is raised once all have settled.
+            for outcome in await asyncio.gather(*calls, return_exceptions=True):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        await self.broadcast.publish_after([str(pid) for pid in product_ids])
+
+    async def replay(self) -> int:
+        """Deliver every recorded invalidation; how many were delivered. Raises on an outage."""
+        delivered = 0
+        while True:
+            rows = await self.pg.fetch(queries.PENDING_INVALIDATIONS, REPLAY_BATCH)
+            if not rows:
+                return delivered
+            product_ids = [row["product_id"] for row in rows]
+            await self.deliver(product_ids, max(row["lsn"] for row in rows))
+            await self.pg.execute(queries.SETTLE_INVALIDATIONS, product_ids, [row["seq"] for row in rows])
+            metrics.INVALIDATIONS_REPLAYED.inc(len(rows))
+            delivered += len(rows)
+            if len(rows) < REPLAY_BATCH:
+                return delivered
+
+    async def replay_forever(self) -> None:
+        while True:
+            try:
+                await self.replay()
+            except (*POSTGRES_ERRORS, *REDIS_DOWN) as exc:
+                # Either dependency may be down; the records wait in Postgres, and we try again.
+                logger.debug("invalidation replay postponed (%s)", exc)
+            await asyncio.sleep(REPLAY_EVERY_S)

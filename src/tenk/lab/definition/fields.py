@@ -1,0 +1,149 @@
+"""The keys a ladder's `[defaults]` and `[[rung]]` tables, and a mix's `[[endpoint]]` tables, may set,
+as pydantic models.
+
+`extra="forbid"` refuses a misspelt key; strict types refuse `workers = "two"`. Validation errors
+are turned into the lab's `file:line: key: message` errors by `Where.invalid`, which maps each
+error's location to its line (tomllib gives no positions; `_tomlpos` finds them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+
+TARGET_PATTERN = r"^(tenk|baseline:[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*)$"
+CPUS_PATTERN = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
+
+
+class RungFields(BaseModel):
+    """Every key is optional: a rung sets only what it changes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: Annotated[StrictStr, Field(pattern=TARGET_PATTERN)] | None = None
+    factory: StrictBool | None = None
+    server: Literal["granian", "uvicorn", "gunicorn"] | None = None
+    workers: Annotated[StrictInt, Field(ge=1)] | None = None
+    loop: Literal["asyncio", "uvloop"] | None = None
+    http: Literal["h11", "httptools"] | None = None
+    access_log: StrictBool | None = None
+    # TOML lets `cpus = 0` mean "0"; both spellings are accepted.
+    cpus: Annotated[StrictStr, Field(pattern=CPUS_PATTERN)] | Annotated[StrictInt, Field(ge=0)] | None = None
+    ingest_workers: Annotated[StrictInt, Field(ge=0)] | None = None
+    pass_if_backlog_stable: StrictBool | None = None
+    redis_io_threads: Annotated[StrictInt, Field(ge=0, le=128)] | None = None
+    mix: Annotated[StrictStr, Field(min_length=1)] | None = None
+    rate: Annotated[StrictInt | StrictFloat, Field(ge=1)] | None = None
+    capacity: StrictBool | None = None
+    slo_p99_ms: Annotated[StrictInt | StrictFloat, Field(ge=1)] | None = None
+    duration_s: Annotated[StrictInt | StrictFloat, Field(ge=1)] | None = None
+    warmup_s: Annotated[StrictInt | StrictFloat, Field(ge=0)] | None = None
+    engine: Literal["k6", "wrk"] | None = None
+    connections: Annotated[StrictInt, Field(ge=1)] | None = None
+    step_s: Annotated[StrictInt | StrictFloat, Field(ge=1)] | None = None
+    capacity_budget_s: Annotated[StrictInt | StrictFloat, Field(ge=5)] | None = None
+    start_rate: Annotated[StrictInt | StrictFloat, Field(ge=1)] | None = None
+    max_rate: Annotated[StrictInt | StrictFloat, Field(ge=1)] | None = None
+    env: dict[str, StrictStr | StrictBool | StrictInt | StrictFloat] | None = None
+    upstream: dict[Literal["p50_ms", "p99_ms", "error_rate", "hang_rate"], StrictInt | StrictFloat] | None = None
+
+
+class RungTable(RungFields):
+    """A `[[rung]]` table: the fields, plus its label and the multi-variable opt-in."""
+
+    label: Annotated[StrictStr, Field(min_length=1)] | None = None
+    allow_multi: StrictBool | None = None
+
+
+IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_]*$"
+NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+
+
+class CursorTable(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    param: NonEmpty
+    field: NonEmpty
+
+
+class EndpointTable(BaseModel):
+    """One `[[endpoint]]` of a mix. `weight` is relative; the mix turns weights into shares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[StrictStr, Field(pattern=IDENTIFIER)]
+    kind: NonEmpty = "other"
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] = "GET"
+    path: Annotated[StrictStr, Field(pattern=r"^/")]
+    weight: Annotated[StrictInt | StrictFloat, Field(gt=0)]
+    expect: Annotated[list[Annotated[StrictInt, Field(ge=100, lt=600)]], Field(min_length=1)] = [200]
+    auth: StrictBool = False
+    body: Any = None
+    cursor: CursorTable | None = None
+    external: StrictBool = False
+    timeout_ms: Annotated[StrictInt, Field(ge=1)] = 10_000
+    worst_latency_ms: Annotated[StrictInt, Field(ge=1)] = 250
+
+
+# What a key must look like, in the words the lab uses; pydantic's own wording otherwise.
+_PATTERN_HINTS = {
+    "target": "expected tenk, baseline:NAME or module:attr",
+    "cpus": 'expected a CPU list like "0" or "0-1"',
+    "name": "must be an identifier (letters, digits, _)",
+    "path": "must start with '/'",
+}
+
+
+def explain(exc: ValidationError) -> tuple[tuple[str, ...], str]:
+    """The first error of a validation as (key path, message), e.g. (("workers",), "expected an integer ...")."""
+    errors = exc.errors()
+    # A misspelt key also shows up as a missing one: name the misspelling.
+    error = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    path = _path(error["loc"])
+    # A union (`int | float`, `str | bool | ...`) fails once per member: judge them together.
+    kinds = {e["type"].split("_", 1)[0] for e in errors if _path(e["loc"]) == path}
+    value: Any = error.get("input")
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        message = "required"
+    elif kind == "extra_forbidden":
+        message = "unknown key"
+    elif path[0] == "env" and len(path) > 1:
+        message = f"expected a string, number or boolean, got {value!r}"
+    elif path[0] == "expect":
+        message = f"expected a list of HTTP status codes, got {value!r}"
+    elif kind == "greater_than":
+        message = f"must be > {ctx.get('gt')}, got {value!r}"
+    elif kind == "literal_error":
+        choices = ", ".join(re.findall(r"'([^']*)'", str(ctx.get("expected", ""))))
+        message = f"expected one of {choices}, got {value!r}"
+    elif kind == "string_pattern_mismatch":
+        message = f"{_PATTERN_HINTS.get(path[0], 'unexpected format')}, got {value!r}"
+    elif kind == "greater_than_equal":
+        # An int-only field fails with a bare location; an `int | float` one names the member.
+        noun = "an integer" if len(error["loc"]) == len(path) and isinstance(value, int) else "a number"
+        message = f"expected {noun} >= {ctx.get('ge')}, got {value!r}"
+    elif "float" in kinds:
+        message = f"expected a number, got {value!r}"
+    elif kind.startswith("int_"):
+        message = f"expected an integer, got {value!r}"
+    elif kind.startswith("bool_"):
+        message = f"expected true or false, got {value!r}"
+    elif kind.startswith("string_"):
+        message = f"expected a non-empty string, got {value!r}"
+    elif kind.startswith("dict_"):
+        message = f"expected a table, got {value!r}"
+    else:
+        message = str(error["msg"])
+    return path, message
+
+
+def _path(loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    return tuple(part for part in loc if isinstance(part, str) and part not in _UNION_TAGS)
+
+
+# Names pydantic puts in an error's location for the member of a union that failed.
+_UNION_TAGS = {"int", "float", "str", "bool", "constrained-int", "constrained-str", "constrained-float", "[key]"}

@@ -1,0 +1,229 @@
+"""Weighted request mixes, read from TOML. Built-ins live in `tenk/lab/mixes/`; `tenk lab mixes` lists them.
+
+A mix names its value generators under `[vars.NAME]` (`range = [lo, hi]` or `list = [...]`) and its
+endpoints as `[[endpoint]]` tables. Paths and bodies use `{NAME}` placeholders, filled per request
+from a generator or one of the built-ins: `{uid}` (unique within the run), `{uuid}`, `{now}` (RFC 3339),
+`{vu}`, `{iter}`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tenk.lab.definition._toml import Where, load
+from tenk.lab.definition.fields import EndpointTable, explain
+from tenk.lab.errors import ConfigError
+
+BUILTIN_DIR = Path(__file__).parents[1] / "mixes"
+BUILTIN_PLACEHOLDERS = frozenset({"uid", "uuid", "now", "vu", "iter"})
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def placeholder_value(name: str, variables: dict[str, Var], builtins: dict[str, str], between: str) -> str:
+    """A generator-language expression for placeholder `name`: the builtin's (`builtins`, one per name in
+    BUILTIN_PLACEHOLDERS), a range variable's `between` (formatted with {low} and {high}), or a pick."""
+    if name in builtins:
+        return builtins[name]
+    var = variables[name]
+    return between.format(low=var.low, high=var.high) if var.is_range else f"pick(VALUES_{var.name})"
+
+
+def template_pieces(text: str, literal: Callable[[str], str], placeholder: Callable[[str], str]) -> list[str]:
+    """`text` as a generator-language expression's parts: `literal` quotes the text between placeholders,
+    `placeholder` gives each `{name}`'s per-request value. The caller joins them with its concatenation."""
+    pieces: list[str] = []
+    last = 0
+    for match in PLACEHOLDER.finditer(text):
+        if match.start() > last:
+            pieces.append(literal(text[last : match.start()]))
+        pieces.append(placeholder(match.group(1)))
+        last = match.end()
+    if last < len(text) or not pieces:
+        pieces.append(literal(text[last:]))
+    return pieces
+
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    low: int = 0
+    high: int = 0
+    values: tuple[str | int, ...] = ()
+
+    @property
+    def is_range(self) -> bool:
+        return not self.values
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Follow a keyset cursor: send `param=<value of field>` from this VU's previous response."""
+
+    param: str
+    field: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    kind: str
+    method: str
+    path: str
+    share: float  # normalised weight: the shares of a mix sum to 1
+    expect: tuple[int, ...]
+    auth: bool
+    body: Any
+    cursor: Cursor | None
+    external: bool
+    timeout_ms: int
+    worst_latency_ms: int
+
+    def placeholders(self) -> list[str]:
+        found = PLACEHOLDER.findall(self.path)
+        found += _body_placeholders(self.body)
+        return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class Mix:
+    name: str
+    description: str
+    source: Path
+    vars: dict[str, Var]
+    endpoints: tuple[Endpoint, ...]
+
+    @property
+    def needs_upstream(self) -> bool:
+        return any(endpoint.external for endpoint in self.endpoints)
+
+    @property
+    def needs_ingest(self) -> bool:
+        return any(endpoint.kind == "ingest" for endpoint in self.endpoints)
+
+
+def _body_placeholders(body: Any) -> list[str]:
+    if isinstance(body, str):
+        return PLACEHOLDER.findall(body)
+    if isinstance(body, dict):
+        return [p for value in body.values() for p in _body_placeholders(value)]
+    if isinstance(body, list):
+        return [p for value in body for p in _body_placeholders(value)]
+    return []
+
+
+def builtin_mixes() -> dict[str, Path]:
+    return {path.stem: path for path in sorted(BUILTIN_DIR.glob("*.toml"))}
+
+
+def resolve_mix(name_or_path: str, relative_to: Path | None = None) -> Path:
+    """A built-in mix name, or a path (relative to the ladder file that names it)."""
+    builtins = builtin_mixes()
+    if name_or_path in builtins:
+        return builtins[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_absolute() and relative_to is not None and (relative_to / path).exists():
+        path = relative_to / path
+    return path
+
+
+def load_mix(name_or_path: str, relative_to: Path | None = None) -> Mix:
+    path = resolve_mix(name_or_path, relative_to)
+    if not path.exists():
+        known = ", ".join(builtin_mixes())
+        raise ConfigError(path, None, "", f"no such mix file, and not a built-in mix ({known})")
+    data, text = load(path)
+    root = Where(path, text)
+    root.check_keys(data, ("name", "description", "vars", "endpoint"))
+    name = root.string(data, "name", path.stem)
+    description = root.string(data, "description", "-")
+    variables = _vars(root, data)
+    raw = data.get("endpoint")
+    if not isinstance(raw, list) or not raw:
+        raise root.error("endpoint", "a mix needs at least one [[endpoint]] table")
+    parsed = [_endpoint(Where(path, text, "endpoint", i), item, variables) for i, item in enumerate(raw)]
+    total = sum(weight for _, weight in parsed)
+    names = [endpoint.name for endpoint, _ in parsed]
+    for i, endpoint_name in enumerate(names):
+        if names.index(endpoint_name) != i:
+            raise Where(path, text, "endpoint", i).error("name", f"{endpoint_name!r} is used twice")
+    endpoints = tuple(_with_share(endpoint, weight / total) for endpoint, weight in parsed)
+    return Mix(name, description, path, variables, endpoints)
+
+
+def _with_share(endpoint: Endpoint, share: float) -> Endpoint:
+    return Endpoint(**{**endpoint.__dict__, "share": share})
+
+
+def _vars(root: Where, data: dict[str, Any]) -> dict[str, Var]:
+    table = root.table_of(data, "vars")
+    variables: dict[str, Var] = {}
+    for name, spec in table.items():
+        where = root.sub(f"vars.{name}")
+        if not _NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
+            raise root.sub("vars").error(name, "a generator name must be an identifier, not a built-in")
+        if not isinstance(spec, dict):
+            raise root.sub("vars").error(name, "expected a table with `range = [lo, hi]` or `list = [...]`")
+        where.check_keys(spec, ("range", "list"))
+        if "range" in spec:
+            bounds = spec["range"]
+            if (
+                not isinstance(bounds, list)
+                or len(bounds) != 2
+                or not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
+                or bounds[0] > bounds[1]
+            ):
+                raise where.error("range", f"expected [low, high] integers with low <= high, got {bounds!r}")
+            variables[name] = Var(name, low=bounds[0], high=bounds[1])
+        elif "list" in spec:
+            values = spec["list"]
+            if not isinstance(values, list) or not values or not all(isinstance(v, str | int) for v in values):
+                raise where.error("list", "expected a non-empty list of strings or integers")
+            variables[name] = Var(name, values=tuple(values))
+        else:
+            raise root.sub("vars").error(name, "expected `range = [lo, hi]` or `list = [...]`")
+    return variables
+
+
+def _endpoint(where: Where, item: Any, variables: dict[str, Var]) -> tuple[Endpoint, float]:
+    if not isinstance(item, dict):
+        raise where.error("", "expected a table")
+    where.check_keys(item, EndpointTable.model_fields)  # first, for its "did you mean" hint
+    try:
+        table = EndpointTable.model_validate(item)
+    except ValidationError as exc:
+        keys, message = explain(exc)
+        place = where.sub(keys[0]) if len(keys) > 1 else where
+        raise place.error(keys[-1], message) from None
+    path = table.path
+    cursor = Cursor(table.cursor.param, table.cursor.field) if table.cursor is not None else None
+    weight = float(table.weight)
+    endpoint = Endpoint(
+        name=table.name,
+        kind=table.kind,
+        method=table.method,
+        path=path,
+        share=weight,
+        expect=tuple(table.expect),
+        auth=table.auth,
+        body=table.body,
+        cursor=cursor,
+        external=table.external,
+        timeout_ms=table.timeout_ms,
+        worst_latency_ms=table.worst_latency_ms,
+    )
+    for placeholder in endpoint.placeholders():
+        if placeholder not in variables and placeholder not in BUILTIN_PLACEHOLDERS:
+            key = "path" if placeholder in PLACEHOLDER.findall(path) else "body"
+            known = ", ".join([*variables, *sorted(BUILTIN_PLACEHOLDERS)])
+            raise where.error(key, f"unknown placeholder {{{placeholder}}} (known: {known})")
+    return endpoint, weight

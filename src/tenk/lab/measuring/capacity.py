@@ -1,0 +1,166 @@
+"""Capacity search: the highest arrival rate a target serves within the SLO.
+
+A step passes when p99 <= SLO, errors <= 0.1 %, nothing was dropped, the generator was not
+the bottleneck and, for a backlog-stable search (ingest), the stream's backlog did not grow.
+The search doubles the rate until a step fails, then bisects between the last pass and the first
+fail until they are within `precision` of each other, or the step budget, fixed before the first
+step, runs out. Every step is kept: they are the latency-vs-load curve.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenk.lab.results.figures import LoadFigures
+
+MAX_ERROR_RATE = 0.001
+# k6 start-up, graceful stop and the pause between steps, per step, beyond its measured seconds.
+STEP_OVERHEAD_S = 2.5
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    slo_p99_ms: float
+    start_rate: float
+    step_s: float
+    budget_s: float
+    max_rate: float = 50_000.0
+    precision: float = 0.10
+    confirm_failures: bool = True
+    # Ingest: a step passes only if the backlog did not grow (what was accepted was also landed).
+    backlog_stable: bool = False
+
+    @property
+    def max_steps(self) -> int:
+        return max(2, math.floor(self.budget_s / (self.step_s + STEP_OVERHEAD_S)))
+
+    def describe(self) -> str:
+        return (
+            f"capacity search: at most {self.max_steps} steps of {self.step_s:g}s "
+            f"(<= {self.budget_s:g}s in all), from {self.start_rate:g} req/s, doubling then bisecting "
+            f"to {self.precision:.0%}; pass = p99 <= {self.slo_p99_ms:g} ms, errors <= {MAX_ERROR_RATE:.1%}, "
+            "no dropped iterations, generator not bound"
+            + ("; backlog does not grow (accepted = landed)" if self.backlog_stable else "")
+            + ("; a failing rate is measured twice" if self.confirm_failures else "")
+        )
+
+
+def step_failures(figures: LoadFigures, slo_p99_ms: float) -> list[str]:
+    reasons = []
+    if figures.p99_ms > slo_p99_ms:
+        reasons.append(f"p99 {figures.p99_ms:.1f} ms > {slo_p99_ms:g} ms")
+    if figures.error_rate > MAX_ERROR_RATE:
+        reasons.append(f"errors {figures.error_rate:.2%} > {MAX_ERROR_RATE:.1%}")
+    reasons += figures.generator_reasons
+    return reasons
+
+
+@dataclass
+class Step:
+    rate: float
+    figures: LoadFigures
+    server: dict[str, Any]
+    passed: bool
+    reasons: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rate": self.rate,
+            "passed": self.passed,
+            "reasons": self.reasons,
+            "figures": self.figures.to_json(),
+            "server": self.server,
+        }
+
+
+@dataclass
+class CapacityResult:
+    capacity: float  # highest passing rate; 0 when no step passed
+    converged: bool
+    limited_by: list[str]  # why the lowest failing step failed
+    generator_limited: bool  # the ceiling was the generator's: capacity is a lower bound
+    plan: str
+    elapsed_s: float
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def best(self) -> Step | None:
+        passing = [step for step in self.steps if step.passed and step.rate == self.capacity]
+        return passing[-1] if passing else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "converged": self.converged,
+            "limited_by": self.limited_by,
+            "generator_limited": self.generator_limited,
+            "plan": self.plan,
+            "elapsed_s": round(self.elapsed_s, 1),
+            "steps": [step.to_json() for step in self.steps],
+        }
+
+
+Measure = Callable[[float, int], tuple[LoadFigures, dict[str, Any]]]
+# Further reasons a step fails, from its server sample (e.g. the ingest backlog grew).
+Judge = Callable[[dict[str, Any]], list[str]]
+
+
+def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> CapacityResult:
+    """Run the search; `measure(rate, step_number)` runs one step and returns its figures and server stats."""
+
+    def failures(figures: LoadFigures, server: dict[str, Any]) -> list[str]:
+        return step_failures(figures, plan.slo_p99_ms) + (judge(server) if judge is not None else [])
+
+    started = time.monotonic()
+    steps: list[Step] = []
+    low = 0.0  # highest rate that passed
+    high: float | None = None  # lowest rate that failed
+    high_reasons: list[str] = []
+    rate = min(plan.start_rate, plan.max_rate)
+    converged = False
+    while len(steps) < plan.max_steps:
+        figures, server = measure(rate, len(steps) + 1)
+        reasons = failures(figures, server)
+        steps.append(Step(rate, figures, server, not reasons, reasons))
+        if reasons and plan.confirm_failures and len(steps) < plan.max_steps:
+            # One stall (a neighbour on the target's core, a GC pause) can fail a short step;
+            # a rate fails only if it fails twice in a row. Both steps are kept.
+            steps[-1].reasons = [*reasons, "unconfirmed: measured again"]
+            figures, server = measure(rate, len(steps) + 1)
+            reasons = failures(figures, server)
+            steps.append(Step(rate, figures, server, not reasons, reasons))
+        if not reasons:
+            low = max(low, rate)
+        elif high is None or rate < high:
+            high, high_reasons = rate, reasons
+        if high is None:
+            if rate >= plan.max_rate:
+                converged = True  # the target kept up with the most we would offer
+                break
+            rate = min(rate * 2, plan.max_rate)
+            continue
+        if low > 0 and high - low <= plan.precision * low:
+            converged = True
+            break
+        if high <= 1:
+            converged = True
+            break
+        rate = float(round((low + high) / 2)) if low > 0 else float(max(1, round(high / 2)))
+        if rate in (low, high):
+            converged = True
+            break
+    # When only the generator failed at the ceiling, the server was never shown to fail.
+    generator_limited = bool(high_reasons) and not any(r.startswith(("p99", "errors", "backlog")) for r in high_reasons)
+    return CapacityResult(
+        capacity=low,
+        converged=converged,
+        limited_by=high_reasons,
+        generator_limited=generator_limited,
+        plan=plan.describe(),
+        elapsed_s=time.monotonic() - started,
+        steps=steps,
+    )

@@ -1,0 +1,294 @@
+"""Server-side figures, each second: CPU and RSS of the target's process tree, the CPU of every other
+process the lab knows (generator, dependencies), each core's busy share; and /metrics scrapes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+
+@dataclass
+class ServerStats:
+    cpu_cores_mean: float = 0.0  # CPU seconds per second, summed over the tree: 1.0 = one core busy
+    cpu_cores_max: float = 0.0
+    rss_mb_max: float = 0.0
+    rss_mb_last: float = 0.0
+    processes: int = 0
+    # Busy cores on the target's CPU set that were not the target: other tenants of those cores.
+    neighbour_cores_mean: float = 0.0
+    target_cpus: list[int] = field(default_factory=list)
+    # Every other process the lab started or knows (generator, postgres, redis, mock-upstream,
+    # workers): mean cores busy, and the CPUs each may run on.
+    roles_cores_mean: dict[str, float] = field(default_factory=dict)
+    role_cpus: dict[str, list[int]] = field(default_factory=dict)
+    # Each core's busy share (0..1), whoever kept it busy.
+    core_busy_mean: dict[str, float] = field(default_factory=dict)
+    series: list[dict[str, float]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Known = Callable[[], dict[str, int]]
+
+
+def _generator_children() -> dict[str, int]:
+    """The lab's own children that nobody named: the load generator (k6 or wrk) of this step."""
+    found = {}
+    for child in psutil.Process().children():
+        try:
+            name = child.name()
+        except psutil.Error:
+            continue
+        if name in ("k6", "wrk"):
+            found[name] = child.pid
+    return found
+
+
+class TreeSampler:
+    """Samples a process and all its descendants once a second, in a thread, until `stop`; beside
+    it, every process tree `known()` names (by role) and the lab's own generator child, and the busy
+    share of every core, so that a ceiling can be pinned on whoever had no CPU left.
+
+    Processes that appear mid-run (a server re-spawning a worker) count from their first sample.
+    """
+
+    def __init__(
+        self, pid: int, cpus: set[int] | None = None, interval_s: float = 1.0, known: Known | None = None
+    ) -> None:
+        self.pid = pid
+        self.cpus = sorted(cpus) if cpus else []
+        self.known = known or dict
+        self._busy = 0.0
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._cpu: dict[int, float] = {}
+        self._role_cpu: dict[tuple[str, int], float] = {}
+        self._core_busy: list[float] = []
+        self._role_sums: dict[str, float] = {}
+        self._core_sums: list[float] = []
+        self._role_samples = 0
+        self._started = 0.0
+        self.stats = ServerStats(target_cpus=list(self.cpus))
+
+    def __enter__(self) -> TreeSampler:
+        self._started = time.monotonic()
+        self._sample(baseline=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        series = self.stats.series
+        if series:
+            cpu = [point["cpu_cores"] for point in series]
+            self.stats.cpu_cores_mean = round(sum(cpu) / len(cpu), 5)
+            self.stats.cpu_cores_max = round(max(cpu), 3)
+            self.stats.rss_mb_max = round(max(point["rss_mb"] for point in series), 1)
+            self.stats.rss_mb_last = series[-1]["rss_mb"]
+            self.stats.neighbour_cores_mean = round(sum(p["neighbour_cores"] for p in series) / len(series), 3)
+        if self._role_samples:
+            n = self._role_samples
+            self.stats.roles_cores_mean = {role: round(total / n, 5) for role, total in self._role_sums.items()}
+            self.stats.core_busy_mean = {str(cpu): round(total / n, 3) for cpu, total in enumerate(self._core_sums)}
+
+    def _tree(self) -> list[psutil.Process]:
+        return _tree(self.pid)
+
+    def _busy_seconds(self) -> float:
+        if not self.cpus:
+            return 0.0
+        per_cpu = psutil.cpu_times(percpu=True)
+        busy = 0.0
+        for cpu in self.cpus:
+            if cpu < len(per_cpu):
+                busy += _busy(per_cpu[cpu])
+        return busy
+
+    def _roles(self, baseline: bool) -> dict[str, float]:
+        """Each known role's CPU seconds gained since the last sample (its whole process tree)."""
+        roles = {**self.known(), **_generator_children()}
+        gained: dict[str, float] = {}
+        for role, root in roles.items():
+            tree = _tree(root)
+            if tree and role not in self.stats.role_cpus:
+                try:
+                    self.stats.role_cpus[role] = sorted(tree[0].cpu_affinity() or [])
+                except psutil.Error:
+                    self.stats.role_cpus[role] = []
+            total = 0.0
+            for proc in tree:
+                try:
+                    times = proc.cpu_times()
+                except psutil.Error:
+                    continue
+                now = times.user + times.system
+                # A process first seen after the baseline counts from zero: its whole life is in this window.
+                total += now - self._role_cpu.get((role, proc.pid), now if baseline else 0.0)
+                self._role_cpu[(role, proc.pid)] = now
+            gained[role] = total
+        return gained
+
+    def _sample(self, baseline: bool = False) -> None:
+        now = time.monotonic()
+        busy = self._busy_seconds()
+        busy_delta, self._busy = busy - self._busy, busy
+        per_core = [_busy(times) for times in psutil.cpu_times(percpu=True)]
+        core_delta = [b - (self._core_busy[i] if i < len(self._core_busy) else b) for i, b in enumerate(per_core)]
+        self._core_busy = per_core
+        roles = self._roles(baseline)
+        cpu_delta = 0.0
+        rss = 0
+        seen: dict[int, float] = {}
+        for proc in self._tree():
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    total = times.user + times.system
+                    rss += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            seen[proc.pid] = total
+            cpu_delta += total - self._cpu.get(proc.pid, total if baseline else 0.0)
+        self._cpu.update(seen)
+        self.stats.processes = max(self.stats.processes, len(seen))
+        if baseline:
+            self._last = now
+            return
+        elapsed = now - self._last
+        self._last = now
+        if elapsed < 0.2:
+            return
+        target_cores = cpu_delta / elapsed
+        neighbours = max(0.0, busy_delta / elapsed - target_cores) if self.cpus else 0.0
+        self._role_samples += 1
+        for role, gained in roles.items():
+            self._role_sums[role] = self._role_sums.get(role, 0.0) + gained / elapsed
+        if len(self._core_sums) < len(core_delta):
+            self._core_sums += [0.0] * (len(core_delta) - len(self._core_sums))
+        for cpu, delta in enumerate(core_delta):
+            self._core_sums[cpu] += min(1.0, max(0.0, delta / elapsed))
+        self.stats.series.append(
+            {
+                "t_s": round(now - self._started, 2),
+                "cpu_cores": round(target_cores, 4),
+                "rss_mb": round(rss / 2**20, 1),
+                "neighbour_cores": round(neighbours, 3),
+            }
+        )
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+
+def _busy(times: Any) -> float:
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def listener_pid(port: int) -> int | None:
+    """The process listening on a local TCP port (a Postgres or Redis the lab did not start), if visible."""
+    try:
+        connections = psutil.net_connections("tcp")
+    except psutil.Error:
+        return None
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            return int(conn.pid)
+    return None
+
+
+def scrape_metrics(base_url: str) -> dict[str, float]:
+    """Every sample of a Prometheus text page, by `name{labels}`; empty if the target has no /metrics
+    or serves something that is not the Prometheus text format."""
+    try:
+        response = httpx.get(base_url + "/metrics", timeout=5.0)
+    except httpx.HTTPError:
+        return {}
+    if response.status_code != 200:
+        return {}
+    return parse_metrics(response.text)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    samples: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
+    except ValueError:
+        return {}
+    return samples
+
+
+def metrics_gauges(after: dict[str, float]) -> dict[str, float]:
+    """The gauges at the end of the run (in-flight, pool sizes...): what counters' deltas leave out."""
+    skip = ("_total", "_count", "_sum", "_bucket", "_created")
+    return {key: value for key, value in after.items() if not key.split("{", 1)[0].endswith(skip)}
+
+
+def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What the counters gained over the run (totals, histogram counts and sums), keyed as scraped."""
+    counters = ("_total", "_count", "_sum")
+    delta = {}
+    for key, value in after.items():
+        name = key.split("{", 1)[0]
+        if name.endswith(counters) and value != before.get(key, 0.0):
+            delta[key] = round(value - before.get(key, 0.0), 6)
+    return delta
+
+
+class GaugeWatcher:
+    """Scrapes a target's /metrics once a second during a step and keeps each gauge's last value and
+    its maximum: a gauge read only at the end (requests in flight, parked calls) says nothing of its
+    peak. Counters are left to `metrics_delta`. One scrape a second costs the target a little CPU,
+    so the runner watches only where a gauge is the point (slow upstreams, ingest)."""
+
+    def __init__(self, base_url: str, interval_s: float = 1.0) -> None:
+        self.base_url = base_url
+        self.interval_s = interval_s
+        self.last: dict[str, float] = {}
+        self.max: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> GaugeWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._scrape()
+
+    def _scrape(self) -> None:
+        for key, value in metrics_gauges(scrape_metrics(self.base_url)).items():
+            self.last[key] = value
+            self.max[key] = max(value, self.max.get(key, value))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._scrape()
+            self._stop.wait(self.interval_s)
+
+    def to_json(self) -> dict[str, dict[str, float]]:
+        return {key: {"last": value, "max": self.max[key]} for key, value in sorted(self.last.items())}

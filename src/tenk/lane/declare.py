@@ -1,0 +1,81 @@
+"""How a route joins the hot lane, and the dependencies that both lanes resolve the same way.
+
+    @router.get("/products/{product_id}", response_model=Product, dependencies=[Depends(require_reader)])
+    @hot
+    async def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply: ...
+
+`hot` keeps the handler as written (it returns a `Reply`) and gives FastAPI an endpoint with the same
+signature that turns the reply into a `Response`. `resolved` makes a FastAPI dependency out of a plain
+function of (app state, ASGI scope); the lane calls that same function, so a service reaches a handler
+the same way in both lanes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.datastructures import State
+from starlette.responses import Response
+from starlette.types import Scope
+
+from tenk.reply import Reply, as_response
+
+Handler = Callable[..., Awaitable[Reply]]
+Resolver = Callable[[State, Scope], Any]
+
+# FastAPI endpoint -> the handler it wraps; FastAPI dependency -> the resolver behind it.
+HOT_HANDLERS: dict[Callable[..., Any], Handler] = {}
+RESOLVERS: dict[Callable[..., Any], Resolver] = {}
+
+
+def hot(handler: Handler) -> Callable[..., Awaitable[Response]]:
+    """Serve this route from the hot lane too; put it under `@router.get(...)`/`@router.post(...)`."""
+
+    @functools.wraps(handler)
+    async def endpoint(*args: Any, **kwargs: Any) -> Response:
+        return as_response(await handler(*args, **kwargs))
+
+    HOT_HANDLERS[endpoint] = handler
+    return endpoint
+
+
+def resolved(resolve: Resolver) -> Any:
+    """`Depends(...)` on `resolve(app.state, scope)`, which the hot lane calls directly."""
+
+    def dependency(request: Request) -> Any:
+        return resolve(request.app.state, request.scope)
+
+    RESOLVERS[dependency] = resolve
+    return Depends(dependency)
+
+
+def app_state(name: str) -> Any:
+    """The object the lifespan stored as `app.state.<name>` (a service, the pool, the settings)."""
+    return resolved(lambda state, _: getattr(state, name))
+
+
+def header(scope: Scope, name: bytes) -> bytes:
+    """The first value of a (lower-case) request header, as Starlette's `headers.get` picks it."""
+    return optional_header(scope, name) or b""
+
+
+def optional_header(scope: Scope, name: bytes) -> bytes | None:
+    """A request header's first value, or None when absent (an empty value is a value)."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+async def raw_body(request: Request) -> bytes:
+    # The body limit is RequestBodyGuard's in FastAPI; the lane applies the same helpers itself.
+    return await request.body()
+
+
+# The request body as bytes, for routes that parse it themselves (faster than a pydantic body).
+RawBody = Annotated[bytes, Depends(raw_body)]
+ContentType = Annotated[bytes, resolved(lambda _, scope: header(scope, b"content-type"))]
+IdempotencyKey = Annotated[bytes | None, resolved(lambda _, scope: optional_header(scope, b"idempotency-key"))]

@@ -1,0 +1,260 @@
+"""Build the hot lane's parsers from a FastAPI route's own declaration, once, at start-up.
+
+The declaration stays the single source: the `Annotated[..., Path(...)]`/`Query(...)` bounds, lengths,
+patterns and defaults that FastAPI validates and documents are read here into small parsers. A parser
+accepts only input it can judge exactly as FastAPI would and answers UNRECOGNISED for anything else
+(a leading zero, a number out of bounds, a repeated parameter, 5,000 digits): the request then falls
+through to FastAPI, which words the 422. So the lane can be faster than FastAPI, never different.
+
+Only the kinds tenk needs are supported; any other declaration on a `@hot` route is a start-up error
+(`LaneDeclarationError`), never a silent difference between the lanes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Union, get_args, get_origin
+
+import annotated_types
+from fastapi import params
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
+
+from tenk.lane.declare import HOT_HANDLERS, RESOLVERS, Handler, Resolver, raw_body
+from tenk.ops.auth import require_reader, require_writer
+
+UNRECOGNISED: Final = object()
+Parser = Callable[[str], Any]
+Auth = Literal["reader", "writer"] | None
+
+SUPPORTED = (
+    "an int path or query parameter with bounds (ge/le), a str path or query parameter "
+    "(min_length/max_length/pattern), a default, RawBody, a `resolved(...)`/`app_state(...)` dependency, "
+    "and require_reader/require_writer in the route's dependencies"
+)
+
+
+class LaneDeclarationError(TypeError):
+    """A `@hot` route declares something the lane cannot parse exactly as FastAPI does."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueryParam:
+    key: str
+    position: int
+    parse: Parser
+    default: Any
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LaneRoute:
+    method: str
+    template: str
+    prefix: str  # the path before the one path parameter, or the whole path
+    suffix: str  # the path after it
+    exact: bool
+    handler: Handler
+    arity: int
+    path: tuple[int, Parser] | None
+    query: tuple[QueryParam, ...]
+    resolvers: tuple[tuple[int, Resolver], ...]
+    body: int | None
+    auth: Auth
+    query_keys: frozenset[str]
+
+    def tail(self, path: str) -> str | None:
+        """The path parameter's text ("" for exact routes), or None when the path is not this route's."""
+        if self.exact:
+            return "" if path == self.prefix else None
+        if path.startswith(self.prefix) and path.endswith(self.suffix):
+            segment = path[len(self.prefix) : len(path) - len(self.suffix)]
+            return segment if segment and "/" not in segment else None
+        return None
+
+
+def _bounds(metadata: list[Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in metadata:
+        if isinstance(item, annotated_types.Ge):
+            found["low"] = item.ge
+        elif isinstance(item, annotated_types.Gt):
+            found["low"] = int(item.gt) + 1  # type: ignore[call-overload]
+        elif isinstance(item, annotated_types.Le):
+            found["high"] = item.le
+        elif isinstance(item, annotated_types.Lt):
+            found["high"] = int(item.lt) - 1  # type: ignore[call-overload]
+        elif isinstance(item, annotated_types.MinLen):
+            found["min_length"] = item.min_length
+        elif isinstance(item, annotated_types.MaxLen):
+            found["max_length"] = item.max_length
+        elif type(item).__name__ == "_PydanticGeneralMetadata" and set(vars(item)) == {"pattern"}:
+            found["pattern"] = vars(item)["pattern"]
+        else:
+            raise ValueError(f"unsupported constraint {item!r}")
+    return found
+
+
+def _int_parser(low: int, high: int) -> Parser:
+    digits = len(str(high))
+
+    def parse(text: str) -> Any:
+        # Canonical ASCII digits only (no sign, no leading zero, no 5,000-digit int()): all else is FastAPI's.
+        if not 0 < len(text) <= digits or not (text.isascii() and text.isdigit()) or (text[0] == "0" and text != "0"):
+            return UNRECOGNISED
+        value = int(text)
+        return value if low <= value <= high else UNRECOGNISED
+
+    return parse
+
+
+def _str_parser(min_length: int, max_length: int | None, pattern: str | None) -> Parser:
+    # fullmatch is at least as strict as pydantic's (unanchored) pattern search: stricter only falls through.
+    matcher = re.compile(pattern).fullmatch if pattern is not None else None
+
+    def parse(text: str) -> Any:
+        if len(text) < min_length or (max_length is not None and len(text) > max_length):
+            return UNRECOGNISED
+        if matcher is not None and matcher(text) is None:
+            return UNRECOGNISED
+        return text
+
+    return parse
+
+
+def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> Parser:
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = set(get_args(annotation))
+        if not optional_ok or len(members) != 2 or type(None) not in members:
+            raise ValueError(f"unsupported type {annotation!r}")
+        (annotation,) = members - {type(None)}
+    found = _bounds(metadata)
+    if annotation is int:
+        if set(found) - {"low", "high"} or "low" not in found or "high" not in found or found["low"] < 0:
+            raise ValueError("an int needs both bounds, ge >= 0 and le, and nothing else")
+        return _int_parser(found["low"], found["high"])
+    if annotation is str:
+        if set(found) - {"min_length", "max_length", "pattern"}:
+            raise ValueError("a str takes only min_length, max_length and pattern")
+        return _str_parser(found.get("min_length", 0), found.get("max_length"), found.get("pattern"))
+    raise ValueError(f"unsupported type {annotation!r}")
+
+
+def _auth(route: RouteContext) -> Auth:
+    auth: Auth = None
+    for depends in route.dependencies:
+        if depends.dependency is require_writer:
+            auth = "writer"
+        elif depends.dependency is require_reader:
+            auth = auth or "reader"
+        else:
+            raise LaneDeclarationError(f"{_name(route)}: route dependency {depends.dependency!r} is not supported")
+    return auth
+
+
+def _name(route: RouteContext) -> str:
+    return f"{'/'.join(sorted(route.methods or ()))} {route.path}"
+
+
+def derive(route: RouteContext) -> LaneRoute:
+    """The lane's version of one `@hot` FastAPI route; LaneDeclarationError for what it cannot mirror."""
+    assert route.endpoint is not None
+    assert route.path is not None
+    handler = HOT_HANDLERS[route.endpoint]
+    dependant: Dependant = route.dependant
+    if len(route.methods or ()) != 1:
+        raise LaneDeclarationError(f"{_name(route)}: a hot route has exactly one method")
+    unsupported = [f.name for f in (*dependant.header_params, *dependant.cookie_params, *dependant.body_params)] + [
+        name
+        for name in (
+            dependant.request_param_name,
+            dependant.websocket_param_name,
+            dependant.http_connection_param_name,
+            dependant.response_param_name,
+            dependant.background_tasks_param_name,
+            dependant.security_scopes_param_name,
+        )
+        if name
+    ]
+    if unsupported:
+        raise LaneDeclarationError(f"{_name(route)}: {unsupported} not supported; the hot lane supports {SUPPORTED}")
+    if len(dependant.path_params) > 1:
+        raise LaneDeclarationError(f"{_name(route)}: at most one path parameter")
+    if dependant.path_params and f"/{{{dependant.path_params[0].name}}}" not in route.path:
+        raise LaneDeclarationError(f"{_name(route)}: the path parameter must be a whole segment")
+
+    positions = {name: index for index, name in enumerate(inspect.signature(handler).parameters)}
+    path: tuple[int, Parser] | None = None
+    query: list[QueryParam] = []
+    resolvers: list[tuple[int, Resolver]] = []
+    body: int | None = None
+    for field in dependant.path_params:
+        try:
+            path = (positions[field.name], _parser(field.field_info.annotation, field.field_info.metadata, False))
+        except ValueError as exc:
+            raise LaneDeclarationError(f"{_name(route)}: path parameter {field.name!r}: {exc}") from None
+    for field in dependant.query_params:
+        info = field.field_info
+        if not isinstance(info, params.Query):
+            raise LaneDeclarationError(f"{_name(route)}: query parameter {field.name!r} must be a Query(...)")
+        try:
+            parse = _parser(info.annotation, info.metadata, not field.field_info.is_required())
+        except ValueError as exc:
+            raise LaneDeclarationError(f"{_name(route)}: query parameter {field.name!r}: {exc}") from None
+        required = info.is_required()
+        default = None if required else info.default
+        query.append(QueryParam(field.alias, positions[field.name], parse, default, required))
+    for sub in dependant.dependencies[len(route.dependencies) :]:
+        call = sub.call
+        if sub.name is None or call is None:
+            raise LaneDeclarationError(f"{_name(route)}: unnamed dependency {call!r}")
+        if call is raw_body:
+            body = positions[sub.name]
+        elif call in RESOLVERS:
+            resolvers.append((positions[sub.name], RESOLVERS[call]))
+        else:
+            raise LaneDeclarationError(
+                f"{_name(route)}: dependency {sub.name!r} ({call!r}) is not a `resolved(...)` one; "
+                f"the hot lane supports {SUPPORTED}"
+            )
+    method = next(iter(route.methods or ()))
+    brace, close = route.path.find("{"), route.path.find("}")
+    return LaneRoute(
+        method=method,
+        template=route.path,
+        prefix=route.path if brace < 0 else route.path[:brace],
+        suffix="" if brace < 0 else route.path[close + 1 :],
+        exact=brace < 0,
+        handler=handler,
+        arity=len(positions),
+        path=path,
+        query=tuple(query),
+        resolvers=tuple(resolvers),
+        body=body,
+        auth=_auth(route),
+        query_keys=frozenset(param.key for param in query),
+    )
+
+
+def hot_routes(routes: list[Any]) -> list[LaneRoute]:
+    """Every `@hot` route of an app (included routers and all), derived, in the app's own order."""
+    contexts = list(iter_route_contexts(routes))
+    hot = [c for c in contexts if isinstance(c.original_route, APIRoute) and c.endpoint in HOT_HANDLERS]
+    lane = [derive(context) for context in hot]
+    for context in contexts:
+        if all(context is not h for h in hot) and context.path is not None:
+            _refuse_overlap(lane, context.path, context.methods or set())
+    return lane
+
+
+def _refuse_overlap(lane: list[LaneRoute], path: str, methods: set[str]) -> None:
+    # The lane matches only its own routes: a fixed path it would also accept (`/products/export` beside
+    # `/products/{name}`) must stay FastAPI's, whatever the order the two were declared in.
+    for route in lane:
+        tail = route.tail(path) if route.method in methods and "{" not in path else None
+        if tail is not None and (route.path is None or route.path[1](tail) is not UNRECOGNISED):
+            raise LaneDeclarationError(f"{route.method} {path} would be taken by the hot route {route.template}")

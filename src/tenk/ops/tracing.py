@@ -1,0 +1,132 @@
+"""OpenTelemetry tracing, opt-in: off unless TENK_OPS_OTEL_ENDPOINT is set, and then only in processes that ask.
+
+Invariant: with tracing off nothing here is imported or wrapped, so the request path costs exactly what it
+did (the opentelemetry packages are the optional `otel` extra). With it on:
+
+- every request gets a server span, the hot lane included: whatever serves tenk's app through
+  `tenk.serving.server_argv` (`tenk serve`, the lab, the benchmarks) loads `create_traced_app` instead,
+  which wraps the whole app, outside the lane, in the ASGI instrumentation;
+- Postgres (asyncpg), Redis (redis-py, the Redis cache layer and the stream) and the upstream call
+  (aiohttp) get client spans from their instrumentation libraries, children of the request's span;
+- the in-process cache layers add events (`cache.lookup`: cache, layer, result) to the current span,
+  counted where their Prometheus counters are: no hook in the cache code;
+- JSON log lines carry `trace_id` and `span_id` when a span is current.
+
+`tenk worker` calls `setup_tracing` too: its Redis reads and Postgres writes are traced, but as traces of
+their own: stream entries do not carry the accepting request's context yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tenk.ops.settings import OpsSettings
+
+logger = logging.getLogger("tenk.tracing")
+
+DEFAULT_APP = "tenk.app:create_app"
+
+
+def _cache_counters() -> list[tuple[Any, str, str, str]]:
+    from tenk.catalog import metrics as catalog
+    from tenk.upstream import metrics as upstream
+
+    return [
+        (catalog.LOCAL_HIT, "product", "local", "hit"),
+        (catalog.LOCAL_MISS, "product", "local", "miss"),
+        (catalog.REDIS_HIT, "product", "redis", "hit"),
+        (catalog.REDIS_MISS, "product", "redis", "miss"),
+        (catalog.REDIS_ERROR, "product", "redis", "error"),
+        (upstream.CACHE_HIT, "quote", "local", "hit"),
+        (upstream.CACHE_MISS, "quote", "local", "miss"),
+    ]
+
+
+def _record_cache_events() -> None:
+    from opentelemetry import trace
+
+    def counting_with_event(count: Callable[..., None], attributes: dict[str, str]) -> Callable[..., None]:
+        def inc(amount: float = 1) -> None:
+            count(amount)
+            trace.get_current_span().add_event("cache.lookup", attributes)
+
+        return inc
+
+    for counter, cache, layer, result in _cache_counters():
+        counter.inc = counting_with_event(counter.inc, {"cache": cache, "layer": layer, "result": result})
+
+
+def install_trace_ids_in_logs() -> None:
+    """Every log record made while a span is current carries its ids (the JSON formatter prints them)."""
+    from opentelemetry import trace
+
+    base = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = base(*args, **kwargs)
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            record.trace_id = format(context.trace_id, "032x")
+            record.span_id = format(context.span_id, "016x")
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+def setup_tracing(service_name: str, settings: OpsSettings) -> bool:
+    """Start exporting this process's spans to TENK_OPS_OTEL_ENDPOINT; False (and nothing done) when it is unset."""
+    if not settings.otel_endpoint:
+        return False
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.instrumentation.aiohttp_client import AioHttpClientInstrumentor
+        from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+        from opentelemetry.instrumentation.redis import RedisInstrumentor
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    except ImportError as exc:
+        raise RuntimeError(f"TENK_OPS_OTEL_ENDPOINT is set but the `otel` extra is not installed ({exc})") from None
+
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service_name}),
+        sampler=ParentBased(TraceIdRatioBased(settings.otel_sample_ratio)),
+    )
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(settings.otel_endpoint))))
+    trace.set_tracer_provider(provider)
+    AsyncPGInstrumentor().instrument()  # type: ignore[no-untyped-call]
+    RedisInstrumentor().instrument()
+    AioHttpClientInstrumentor().instrument()
+    _record_cache_events()
+    install_trace_ids_in_logs()
+    logger.info("tracing on: %s, exporting to %s", service_name, settings.otel_endpoint)
+    return True
+
+
+def _traces_url(endpoint: str) -> str:
+    endpoint = endpoint.rstrip("/")
+    return endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
+
+
+def create_traced_app() -> Any:
+    """The app factory `tenk serve` uses when TENK_OPS_OTEL_ENDPOINT is set: tenk's app inside the ASGI
+    instrumentation, so that the hot lane's requests get their server span too."""
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    from tenk.app import create_app
+    from tenk.settings import Settings
+
+    # The server calls this factory with no arguments: this process's entry point reads the tree.
+    settings = Settings()
+    app = create_app(settings)
+    setup_tracing("tenk-api", settings.ops)
+    return OpenTelemetryMiddleware(app, excluded_urls="/health,/ready,/metrics")
+
+
+def app_factory(default: str, traced: bool) -> str:
+    """The app factory to serve: the traced one when tracing is asked for and tenk's own app is served."""
+    return "tenk.ops.tracing:create_traced_app" if traced and default == DEFAULT_APP else default

@@ -1,0 +1,119 @@
+"""Postgres failing is never a Redis failure: it must not open or wedge the catalog's Redis breaker.
+
+The Redis breaker judges Redis calls only. A Postgres error inside the half-open Redis probe (its miss
+runs the SELECT) used to skip the release, so the probe slot leaked and every read bypassed Redis, through
+the 8-slot fallback, for the rest of the process's life. And a Postgres timeout or socket error under a
+Redis miss counted as a Redis failure, so the miss ran its SELECT a second time through the fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+import httpx
+from prometheus_client import REGISTRY
+
+from tenk.app import create_app
+from tenk.catalog.service import CatalogService
+from tenk.resilience import BreakerState
+from tests.conftest import Stack
+
+DEADLINE_S = 30.0
+
+
+async def _until(condition_met: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not await condition_met():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+async def test_redis_hits_resume_after_postgres_fails_under_the_half_open_redis_probe(
+    private_stack: Stack,
+) -> None:
+    app = create_app(private_stack.settings(catalog={"local_cache": False}))  # every read asks Redis
+    async with app.router.lifespan_context(app):
+        catalog: CatalogService = app.state.catalog
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as http:
+            assert (await http.get("/products/1")).status_code == 200  # now in Redis
+
+            # Redis goes away: its breaker opens, and reads fall back to Postgres.
+            private_stack.redis.stop()
+            next_id = iter(range(1_000_000, 2_000_000))
+
+            async def redis_breaker_open() -> bool:
+                await http.get(f"/products/{next(next_id)}")
+                return catalog.redis_breaker.state is BreakerState.OPEN
+
+            await _until(redis_breaker_open, "the Redis breaker never opened while Redis was down")
+            private_stack.redis.start()
+
+            # Postgres now refuses new connections with a server error ("the database system is shutting
+            # down": a smart shutdown, held open by our session), and the pool's connections are gone.
+            holder = await asyncpg.connect(private_stack.pg.url)
+            postmaster = private_stack.pg.pid()
+            assert postmaster is not None
+            os.kill(postmaster, signal.SIGTERM)
+            await holder.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tenk'"
+            )
+
+            async def probe_has_run() -> bool:
+                # A Redis miss: the half-open probe's SELECT meets the Postgres error.
+                response = await http.get(f"/products/{next(next_id)}")
+                assert response.status_code == 503, response.text
+                return catalog.redis_breaker.state is not BreakerState.OPEN
+
+            await _until(probe_has_run, "the Redis breaker never half-opened")
+            await holder.close()
+            await asyncio.to_thread(private_stack.pg.stop)
+            await asyncio.to_thread(private_stack.pg.start)
+
+            async def back_on_redis() -> bool:
+                assert (await http.get("/products/1")).status_code in (200, 503)
+                return catalog.redis_breaker.state is BreakerState.CLOSED
+
+            await _until(back_on_redis, "the Redis breaker stayed half-open after Postgres came back")
+            hits = catalog_redis_hits()
+            assert (await http.get("/products/1")).status_code == 200
+            assert catalog_redis_hits() == hits + 1
+
+
+def catalog_redis_hits() -> float:
+    value = REGISTRY.get_sample_value(
+        "tenk_cache_lookups_total", {"cache": "product", "layer": "redis", "result": "hit"}
+    )
+    return value or 0.0
+
+
+def _db_reads(path: str) -> float:
+    return REGISTRY.get_sample_value("tenk_catalog_db_reads_total", {"path": path}) or 0.0
+
+
+async def test_postgres_down_under_a_redis_miss_is_not_a_redis_failure_and_selects_once(
+    private_stack: Stack,
+) -> None:
+    app = create_app(private_stack.settings(catalog={"local_cache": False}))
+    async with app.router.lifespan_context(app):
+        catalog: CatalogService = app.state.catalog
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as http:
+            assert (await http.get("/products/1")).status_code == 200
+            await asyncio.to_thread(private_stack.pg.stop)
+            normal, fallback = _db_reads("normal"), _db_reads("redis_down")
+            misses = 30
+            for product_id in range(3_000_000, 3_000_000 + misses):
+                response = await http.get(f"/products/{product_id}")
+                assert response.status_code == 503, response.text
+            # Redis answered every lookup: its breaker stays closed, and no miss went round again
+            # through the Redis-down fallback for a second SELECT.
+            assert catalog.redis_breaker.state is BreakerState.CLOSED
+            assert _db_reads("redis_down") == fallback
+            assert _db_reads("normal") - normal == misses
+            await asyncio.to_thread(private_stack.pg.start)

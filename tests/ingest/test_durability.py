@@ -1,0 +1,98 @@
+"""The AOF policy TENK_INGEST_DURABILITY promises is Redis's own config, checked by the API, never set by it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from redis import Redis as SyncRedis
+from redis.asyncio import Redis
+
+from tenk.settings import Settings
+from tenk.stack import EmbeddedRedis, start_on_free_port
+from tests.conftest import Stack
+
+
+async def _durability_check(client: httpx.AsyncClient) -> tuple[str, dict[str, object]]:
+    ready = (await client.get("/ready")).json()
+    return ready["status"], ready["checks"]["redis_durability"]
+
+
+async def _until_logged(caplog: pytest.LogCaptureFixture, text: str, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not any(text in record.getMessage() for record in caplog.records):
+        assert time.monotonic() < deadline, f"nothing logged {text!r} within {within_s}s"
+        await asyncio.sleep(0.05)
+
+
+async def test_ready_is_degraded_while_redis_is_weaker_than_promised_and_the_api_never_changes_it(
+    private_stack: Stack,
+    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+) -> None:
+    redis = Redis.from_url(private_stack.redis.url, decode_responses=True)
+    try:
+        async for client in app_client_factory(private_stack.settings(ingest={"durability": "always"})):
+            status, check = await _durability_check(client)
+            assert status == "degraded"
+            assert check["ok"] is False
+            assert "appendfsync everysec" in str(check["error"])
+            # A setting made at run time would be lost on the next restart: the API must not make one.
+            assert (await redis.config_get("appendfsync"))["appendfsync"] == "everysec"
+
+            await redis.config_set("appendfsync", "always")
+            assert (await _durability_check(client))[0] == "ok"
+    finally:
+        await redis.aclose()
+
+
+async def test_a_redis_restart_that_drops_the_policy_is_noticed_without_restarting_the_api(
+    private_stack: Stack,
+    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redis = Redis.from_url(private_stack.redis.url, decode_responses=True)
+    try:
+        await redis.config_set("appendfsync", "always")  # set by hand, so not in the config file
+        async for client in app_client_factory(private_stack.settings(ingest={"durability": "always"})):
+            assert (await _durability_check(client))[0] == "ok"
+            caplog.clear()
+            private_stack.redis.stop()
+            private_stack.redis.start()
+            await _until_logged(caplog, "TENK_INGEST_DURABILITY=always")
+            assert (await _durability_check(client))[0] == "degraded"
+    finally:
+        await redis.aclose()
+
+
+def test_the_embedded_redis_keeps_the_promised_policy_across_restarts(stack_root: Path) -> None:
+    server = start_on_free_port(lambda port: EmbeddedRedis(stack_root / "redis", port, appendfsync="always"))
+    try:
+        server.kill()
+        server.start()
+        with SyncRedis.from_url(server.url, decode_responses=True) as client:
+            assert client.config_get("appendfsync")["appendfsync"] == "always"
+    finally:
+        server.stop()
+
+
+async def test_a_redis_without_config_is_reported_as_unverified(
+    private_stack: Stack,
+    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+) -> None:
+    # What a managed Redis looks like to us: CONFIG is forbidden to the application's user.
+    admin = Redis.from_url(private_stack.redis.url)
+    try:
+        await admin.acl_setuser(
+            "app", enabled=True, passwords=["+apppw"], keys=["*"], channels=["*"], commands=["+@all", "-config"]
+        )
+    finally:
+        await admin.aclose()
+    url = f"redis://app:apppw@127.0.0.1:{private_stack.redis.port}/0"
+    async for client in app_client_factory(private_stack.settings(redis={"url": url})):
+        status, check = await _durability_check(client)
+        assert status == "ok"
+        assert "unverified: CONFIG is unavailable" in str(check["detail"])

@@ -1,0 +1,175 @@
+"""What the API answers 202 for, a real worker writes: the API and the worker judge events by one set of rules."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tenk.ingest import codec
+from tests.conftest import AUTH, ServerProcess, Stack
+from tests.ingest.conftest import SpawnWorker, event, eventually
+
+_VALID_SOURCE = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,20}", fullmatch=True)
+# Valid sources, each nudged the ways a regex can be fooled: trailing newlines, other whitespace, unicode.
+_SOURCE = st.one_of(
+    _VALID_SOURCE,
+    st.tuples(_VALID_SOURCE, st.sampled_from(["\n", "\r\n", "\r", " ", "\t", "\x00", "\u2028", "é", "\n\n"])).map(
+        "".join
+    ),
+    st.text(max_size=70),
+)
+_TS = st.one_of(
+    st.datetimes(timezones=st.timezones()).map(lambda dt: dt.isoformat()),
+    st.datetimes().map(lambda dt: dt.isoformat()),
+    st.sampled_from(
+        ["2026-01-02T03:04:05Z", "2026-01-02", "2026-W01-1T00:00Z", "20260102T030405+0100", "0001-01-01T00:00:00+01:00"]
+    ),
+    st.text(max_size=30),
+)
+_NUMBER = st.one_of(st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False, allow_infinity=False))
+_SCALAR = st.one_of(
+    st.none(), st.booleans(), _NUMBER, st.text(max_size=20), st.sampled_from(["\x00", "\\u0000", "\t\\N\n", "\\"])
+)
+_JSON: st.SearchStrategy[Any] = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+_PAYLOAD = st.one_of(
+    st.dictionaries(st.text(max_size=8), _JSON, max_size=5),
+    st.integers(1, 400).map(lambda depth: {"deep": json.loads("[" * depth + "]" * depth)}),
+    st.just({"big": "x" * (16 * 1024)}),
+    _JSON,
+)
+_EVENT = st.fixed_dictionaries(
+    {"source": _SOURCE, "ts": _TS, "payload": _PAYLOAD},
+    optional={"event_id": st.sampled_from(["fresh", "not-a-uuid", "{fresh}"])},
+)
+
+
+def _with_ids(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events with each "fresh" id made a new UUID: an id reused with another payload is a conflict."""
+    fresh = {"fresh": lambda: str(uuid.uuid4()), "{fresh}": lambda: "{" + str(uuid.uuid4()) + "}"}
+    return [{**one, "event_id": fresh[one["event_id"]]()} if one.get("event_id") in fresh else one for one in events]
+
+
+def _body(events: list[dict[str, Any]]) -> bytes:
+    # The stdlib writes what orjson cannot: integers past 64 bits.
+    return json.dumps(events).encode()
+
+
+def _same_json(stored: Any, sent: Any) -> bool:
+    """jsonb keeps numbers as decimals: a float comes back as the decimal orjson wrote for it."""
+    if isinstance(sent, float) or isinstance(stored, float):
+        return isinstance(stored, int | float) and not isinstance(stored, bool) and float(stored) == float(sent)
+    if isinstance(sent, dict):
+        return (
+            isinstance(stored, dict)
+            and stored.keys() == sent.keys()
+            and all(_same_json(stored[k], sent[k]) for k in sent)
+        )
+    if isinstance(sent, list):
+        return (
+            isinstance(stored, list)
+            and len(stored) == len(sent)
+            and all(_same_json(a, b) for a, b in zip(stored, sent, strict=True))
+        )
+    return bool(stored == sent) and type(stored) is type(sent)
+
+
+async def test_a_source_with_a_trailing_newline_is_refused_naming_the_field(client: httpx.AsyncClient) -> None:
+    response = await client.post("/events", json=event("sensor-1\n"), headers=AUTH)
+    assert response.status_code == 422
+    assert [f["field"] for f in response.json()["error"]["fields"]] == ["body.source"]
+
+
+async def test_a_timestamp_without_an_offset_is_refused_not_guessed(client: httpx.AsyncClient) -> None:
+    naive = {"source": "val-naive", "ts": "2026-01-02T03:04:05", "payload": {}}
+    response = await client.post("/events", json=naive, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["error"]["fields"] == [{"field": "body.ts", "message": "must include a UTC offset"}]
+
+
+async def test_payloads_that_cannot_be_stored_as_sent_are_refused_not_500(client: httpx.AsyncClient) -> None:
+    too_deep = b'{"source":"val-deep","ts":"2026-01-02T03:04:05Z","payload":' + b'{"a":' * 300 + b"1" + b"}" * 301
+    too_big = b'{"source":"val-int","ts":"2026-01-02T03:04:05Z","payload":{"n":18446744073709551616}}'
+    for body, field in ((too_deep, "body.payload"), (too_big, "body")):
+        response = await client.post("/events", content=body, headers=AUTH)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["fields"][0]["field"] == field
+    # The widest integers orjson keeps exact are accepted.
+    widest = b'{"n":18446744073709551615,"m":-9223372036854775808}'
+    edge = b'{"source":"val-int","ts":"2026-01-02T03:04:05Z","payload":' + widest + b"}"
+    assert (await client.post("/events", content=edge, headers=AUTH)).status_code == 202
+
+
+@settings(max_examples=400, deadline=None)
+@given(_EVENT)
+def test_every_entry_the_api_encodes_passes_the_workers_rules(one: dict[str, Any]) -> None:
+    problems: list[codec.Problem] = []
+    body = _body(_with_ids([one]))
+    try:
+        decoded = orjson.loads(body)[0]
+    except orjson.JSONDecodeError:
+        return
+    parsed = codec.parse_event(decoded, "body", codec.accepted_now(), problems)
+    if parsed is not None:
+        assert codec.entry_problem(parsed[0]) is None
+
+
+def test_every_event_answered_202_is_written_to_postgres(
+    stack: Stack, spawn_api: Any, spawn_worker: SpawnWorker
+) -> None:
+    api: ServerProcess = spawn_api(stack)
+    spawn_worker(stack, "w-property")
+    sent: dict[str, dict[str, Any]] = {}
+
+    with httpx.Client(base_url=api.base_url, headers=AUTH, timeout=30) as http:
+
+        @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(st.lists(_EVENT, min_size=1, max_size=3))
+        def post(drawn: list[dict[str, Any]]) -> None:
+            events = _with_ids(drawn)
+            response = http.post("/events/batch", content=_body(events), headers={"content-type": "application/json"})
+            assert response.status_code in (202, 413, 422), response.text
+            if response.status_code == 202:
+                for one, event_id in zip(events, response.json()["ids"], strict=True):
+                    sent[event_id] = one
+
+        post()
+    assert sent, "no example was accepted: the strategy is too hostile to test anything"
+    asyncio.run(_all_written(stack, sent))
+
+
+async def _all_written(stack: Stack, sent: dict[str, dict[str, Any]]) -> None:
+    conn = await asyncpg.connect(stack.pg.url)
+    try:
+        ids = [uuid.UUID(event_id) for event_id in sent]
+
+        async def written() -> bool:
+            count = await conn.fetchval("SELECT count(*) FROM events WHERE event_id = ANY($1::uuid[])", ids)
+            return bool(count == len(ids))
+
+        try:
+            await eventually(written, 60, f"{len(ids)} accepted events in Postgres")
+        finally:
+            dead = await conn.fetch(
+                "SELECT event_id, reason FROM ingest_dead_letters WHERE event_id = ANY($1::text[])", list(sent)
+            )
+            assert not dead, f"accepted, then dead-lettered: {[tuple(row) for row in dead]}"
+        rows = await conn.fetch(
+            "SELECT event_id::text, source, payload::text FROM events WHERE event_id = ANY($1::uuid[])", ids
+        )
+        for event_id, source, payload in rows:
+            assert source == sent[event_id]["source"]
+            assert _same_json(json.loads(payload), sent[event_id]["payload"]), (payload, sent[event_id])
+    finally:
+        await conn.close()

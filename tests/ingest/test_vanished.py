@@ -1,0 +1,85 @@
+"""Entries deleted from the stream while pending come back from XCLAIM and XAUTOCLAIM as nil (Redis 6.2,
+redis#7021): they are acknowledged and counted, and the rest of their batch is written."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import orjson
+from redis.asyncio import Redis
+
+from tenk.ingest import codec, keys
+from tests.conftest import Stack
+from tests.ingest.conftest import SpawnWorker, add_entries, count_rows, event, eventually
+
+
+async def _read_as(redis: Redis, consumer: str, source: str, count: int) -> list[Any]:
+    """Add `count` events and have `consumer` read them (and whatever else nobody has read yet)."""
+    entries = [codec.parse_one(orjson.dumps(event(source, str(uuid.uuid4()), i=i)))[0] for i in range(count)]
+    await add_entries(redis, *entries)
+    reply: Any = await redis.xreadgroup(keys.GROUP, consumer, {keys.STREAM: ">"})
+    streams = reply.items() if isinstance(reply, dict) else reply
+    return [entry_id for _, read in streams for entry_id, _ in read]
+
+
+async def _stats(client: httpx.AsyncClient) -> dict[str, int]:
+    stats: dict[str, int] = (await client.get("/ingest/stats")).json()
+    return stats
+
+
+async def _rows(stack: Stack, source: str) -> int:
+    return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source)
+
+
+async def test_an_entry_deleted_while_a_dead_consumer_held_it_does_not_sink_the_claimed_batch(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    vanished_before = (await _stats(client)).get("vanished", 0)
+    redis = Redis.from_url(stack.redis.url)
+    try:
+        ids = await _read_as(redis, "ghost-vanish", "wk-vanish-claim", 6)
+        await redis.xdel(keys.STREAM, ids[2])
+        # The ghost died long ago: its entries look idle to anyone who looks for them.
+        await redis.xclaim(keys.STREAM, keys.GROUP, "ghost-vanish", 0, ids, idle=600_000)
+        spawn_worker(stack, "w-vanish-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200")
+
+        async def landed() -> bool:
+            return await _rows(stack, "wk-vanish-claim") == 5
+
+        await eventually(landed, 20, "the 5 entries that still exist")
+
+        async def forgotten() -> bool:
+            stats = await _stats(client)
+            return stats["pending"] == 0 and stats["vanished"] == vanished_before + 1
+
+        await eventually(forgotten, 10, "the deleted entry to be acknowledged and counted")
+        await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost-vanish")
+    finally:
+        await redis.aclose()
+
+
+async def test_an_entry_deleted_while_pending_does_not_sink_the_replayed_batch(
+    client: httpx.AsyncClient, stack: Stack, spawn_worker: SpawnWorker
+) -> None:
+    vanished_before = (await _stats(client)).get("vanished", 0)
+    redis = Redis.from_url(stack.redis.url)
+    try:
+        # A previous run of this worker read these and died; one was deleted meanwhile.
+        ids = await _read_as(redis, "w-vanish-replay", "wk-vanish-replay", 6)
+        await redis.xdel(keys.STREAM, ids[0], ids[4])
+    finally:
+        await redis.aclose()
+    spawn_worker(stack, "w-vanish-replay")
+
+    async def landed() -> bool:
+        return await _rows(stack, "wk-vanish-replay") == 4
+
+    await eventually(landed, 20, "the 4 entries that still exist")
+
+    async def forgotten() -> bool:
+        stats = await _stats(client)
+        return stats["pending"] == 0 and stats["backlog"] == 0 and stats["vanished"] == vanished_before + 2
+
+    await eventually(forgotten, 10, "the deleted entries to be acknowledged and counted")

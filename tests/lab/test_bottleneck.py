@@ -1,0 +1,159 @@
+"""The lab names who set a ceiling: a target that burns its own CPU is its own bottleneck; a target
+that waits on a Postgres burning its core is limited by Postgres, and its rate is no capacity.
+
+Real k6, a real uvicorn target pinned to CPU 0, a real Postgres pinned to CPU 1; a few seconds a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tenk.lab.definition.ladder import load_ladder
+from tenk.lab.measuring.bottleneck import attribute
+from tenk.lab.measuring.processes import pin_tree
+from tenk.lab.measuring.runner import RunOptions, run_ladder
+from tenk.lab.results.figures import LoadFigures
+from tests.conftest import Stack
+from tests.lab.test_capacity import lab_env, mix_file
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core for the target and one for the rest"),
+]
+TARGET_CPU, OTHER_CPU = sorted(os.sched_getaffinity(0))[:2]
+
+
+def run_spin(tmp_path: Path, where: str, rate: int, env: dict[str, str], spin_ms: int = 25) -> dict[str, Any]:
+    mix_file(tmp_path)
+    path = tmp_path / "spin.toml"
+    path.write_text(
+        f"""
+name = "spin-{where}"
+repeats = 1
+[defaults]
+target = "tests.lab.spin_app:app"
+server = "uvicorn"
+cpus = "{TARGET_CPU}"
+mix = "work.toml"
+rate = {rate}
+duration_s = 4
+warmup_s = 0
+slo_p99_ms = 200
+[defaults.env]
+SPIN_WHERE = "{where}"
+SPIN_MS = "{spin_ms}"
+[[rung]]
+label = "spin"
+"""
+    )
+    out = run_ladder(load_ladder(path), RunOptions(results_root=tmp_path / "results", base_env=env))
+    rung: dict[str, Any] = json.loads((out / "results.json").read_text())["rungs"][0]
+    return rung
+
+
+def test_a_target_burning_its_own_cpu_is_named_as_the_bottleneck(tmp_path: Path) -> None:
+    # 25 ms of CPU a request caps one core at 40 req/s; 80 req/s is twice that.
+    rung = run_spin(tmp_path, "app", 80, lab_env())
+    bottleneck = rung["bottleneck"]
+    # On a busy machine other processes may take the target's core: then the honest answer is
+    # "neighbours", and the rung is not a capacity. Never a dependency, never the generator.
+    neighbours = rung["server"]["neighbour_cores_mean"]
+    expected = "target" if neighbours < 0.1 else "neighbours"
+    assert bottleneck["kind"] == expected, (bottleneck, neighbours)
+    if expected == "target":
+        assert rung["verdict"]["ceiling"] == f"target on CPU {TARGET_CPU}"
+    assert rung["cpu_ms"]["target"] > 10
+    assert rung["projected_rps_per_core"] < 100
+
+
+def test_a_target_waiting_on_a_saturated_postgres_is_limited_by_postgres(private_stack: Stack, tmp_path: Path) -> None:
+    pid = private_stack.pg.pid()
+    assert pid is not None
+    pin_tree([pid], str(OTHER_CPU))  # backends fork from the postmaster and inherit its CPU
+    env = {**lab_env(), "TENK_DATABASE_URL": private_stack.pg.url}
+    # About 40 ms of Postgres CPU a request: its one core serves 25 req/s; 80 req/s is three times that.
+    rung = run_spin(tmp_path, "postgres", 80, env, spin_ms=40)
+    bottleneck = rung["bottleneck"]
+    assert bottleneck["kind"] == "dependency", bottleneck
+    assert bottleneck["name"] == "postgres", bottleneck
+    assert rung["verdict"]["ceiling"] == f"postgres on CPU {OTHER_CPU}"
+    assert not rung["verdict"]["server_figure"]
+    assert rung["cpu_ms"]["postgres"] > rung["cpu_ms"]["target"]
+
+
+def figures(util: float = 0.1, dropped: int = 0) -> LoadFigures:
+    return LoadFigures(
+        engine="k6", offered_rps=100, duration_s=5, requests=500, rps=100, p50_ms=5, p95_ms=50, p99_ms=500,
+        max_ms=900, errors=0, error_rate=0, dropped=dropped, generator_cpu_s=0.5, generator_cores_used=util,
+        generator_util=util, generator_cores=1, generator_bound=util > 0.8,
+    )  # fmt: skip
+
+
+def server(target: float, cores: dict[str, float], roles: dict[str, float], neighbours: float = 0.0) -> dict[str, Any]:
+    return {
+        "cpu_cores_mean": target, "neighbour_cores_mean": neighbours, "target_cpus": [0],
+        "core_busy_mean": cores, "roles_cores_mean": roles, "role_cpus": {role: [1] for role in roles},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fig", "sample", "phrase"),
+    [
+        (figures(), server(0.95, {"0": 0.97, "1": 0.3}, {"postgres": 0.2, "k6": 0.1}), "target on CPU 0"),
+        (figures(util=0.9), server(0.5, {"0": 0.5, "1": 0.95}, {"k6": 0.9}), "k6"),
+        (figures(), server(0.5, {"0": 0.5, "1": 0.98}, {"postgres": 0.6, "k6": 0.35}), "postgres on CPU 1"),
+        (figures(), server(0.5, {"0": 0.5, "1": 0.98}, {"postgres": 0.3, "k6": 0.65}), "k6 on CPU 1"),
+        (figures(), server(0.4, {"0": 1.0, "1": 0.3}, {"postgres": 0.1}, neighbours=0.6), "neighbours on CPU 0"),
+        (figures(dropped=40), server(0.3, {"0": 0.3, "1": 0.4}, {"k6": 0.2}), "k6"),
+        (figures(), server(0.3, {"0": 0.3, "1": 0.4}, {"k6": 0.2}), "undetermined"),
+    ],
+)
+def test_each_ceiling_is_pinned_on_whoever_had_no_cpu_left(
+    fig: LoadFigures, sample: dict[str, Any], phrase: str
+) -> None:
+    assert attribute(fig, sample, 1.0).phrase().startswith(phrase)
+
+
+def test_the_ceiling_is_named_at_the_lowest_rate_that_failed_twice_not_at_a_stall() -> None:
+    from tenk.lab.definition.ladder import RungConfig
+    from tenk.lab.measuring.capacity import CapacityResult, Step
+    from tenk.lab.measuring.runner import _ceiling
+
+    stall = server(0.3, {"0": 0.3, "1": 0.99}, {"postgres": 0.9})  # a neighbour burst, measured again: passed
+    ceiling = server(0.97, {"0": 0.99, "1": 0.4}, {"postgres": 0.2})
+    steps = [
+        Step(100, figures(), stall, False, ["p99", "unconfirmed: measured again"]),
+        Step(100, figures(), server(0.3, {"0": 0.3, "1": 0.3}, {}), True, []),
+        Step(200, figures(), ceiling, False, ["p99"]),
+        Step(200, figures(), ceiling, False, ["p99"]),
+    ]
+    result = CapacityResult(100, True, ["p99"], False, "plan", 1.0, steps)
+    assert _ceiling(result, figures(), {}, RungConfig(cpus="0")).phrase() == "target on CPU 0"
+
+
+def test_an_undetermined_ceiling_names_who_used_what_and_the_busiest_besides_the_target() -> None:
+    sample = server(0.45, {"0": 0.5, "1": 0.7}, {"k6": 0.4, "postgres": 0.25, "redis": 0.05})
+    bottleneck = attribute(figures(), sample, 1.0)
+    assert bottleneck.kind == "undetermined"
+    assert bottleneck.name == "k6"
+    phrase = bottleneck.phrase()
+    assert "target 45%" in phrase
+    assert "k6 0.40 cores, postgres 0.25 cores" in phrase
+    assert phrase.endswith("busiest besides the target: k6)")
+
+
+def test_the_report_prints_an_undetermined_ceiling_with_its_attribution() -> None:
+    from tenk.lab.results.report import headline
+    from tests.lab.test_compare import figures as figures_doc
+    from tests.lab.test_compare import result
+
+    rung = result([("a", figures_doc(100, 0, 10.0, 300.0))])["rungs"][0]
+    rung["mode"], rung["value"] = "capacity", 400
+    phrase = attribute(figures(), server(0.45, {"0": 0.5, "1": 0.7}, {"k6": 0.4}), 1.0).phrase()
+    rung["verdict"] = {**rung["verdict"], "server_figure": False, "ceiling": phrase}
+    assert headline(rung) == f"≥ 400 req/s, limited by {phrase} (not the target's capacity)"

@@ -1,0 +1,50 @@
+"""What a step keeps of the target's gauges (the last value and the peak), and the private Redis a
+rung gets when it asks for io-threads. Real processes: a uvicorn app, a redis-server."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tenk.lab.measuring.processes import process_set, start_redis, wait_ready
+from tenk.lab.measuring.sampling import GaugeWatcher
+from tenk.stack import free_port
+from tests.lab.test_capacity import lab_env
+
+PARKED = "lab_test_parked"
+
+
+def test_a_gauge_keeps_its_last_value_and_its_peak_during_the_step(tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    uvicorn = str(Path(sys.executable).parent / "uvicorn")
+    with process_set(tmp_path) as processes:
+        item = processes.start("gauges", [uvicorn, "tests.lab.gauge_app:app", "--port", str(port)], lab_env(), None)
+        wait_ready(item, base + "/health")
+        with GaugeWatcher(base, interval_s=0.05) as watcher:
+            httpx.post(base + "/set/7")
+            deadline = time.monotonic() + 30
+            while watcher.max.get(PARKED) != 7:
+                assert time.monotonic() < deadline, "the watcher never saw the peak"
+                time.sleep(0.05)
+            httpx.post(base + "/set/2")
+    gauges = watcher.to_json()
+    assert gauges[PARKED] == {"last": 2.0, "max": 7.0}
+    assert not any(key.startswith("lab_test_sets") for key in gauges), "counters are deltas, not gauges"
+
+
+def test_a_rung_asking_for_io_threads_gets_a_private_redis_started_with_them(tmp_path: Path) -> None:
+    with process_set(tmp_path) as processes:
+        url = start_redis(processes, 2, None, dict(os.environ))
+        with redis.Redis.from_url(url, decode_responses=True) as client:
+            assert client.config_get("io-threads") == {"io-threads": "2"}
+            assert client.dbsize() == 0
+            # Why a rung needs its own server: Redis 6.2 takes io-threads only at start.
+            with pytest.raises(redis.ResponseError):
+                client.config_set("io-threads", 4)

@@ -1,0 +1,126 @@
+"""The lane is derived from the declaration, and refuses at start-up what it cannot mirror exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import pytest
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
+
+from tenk.lane import LaneDeclarationError, RawBody, TenkAPI, app_state, hot
+from tenk.models import PgText
+from tenk.ops.auth import require_writer
+from tenk.reply import Reply
+
+
+def _lane_for(declare: Callable[[APIRouter], None]) -> TenkAPI:
+    router = APIRouter()
+    declare(router)
+    app = TenkAPI()
+    app.include_router(router)
+    app.serve_hot(max_body_bytes=1024, auth_reads=False)
+    return app
+
+
+def _unbounded_int(router: APIRouter) -> None:
+    @router.get("/things/{thing_id}")
+    @hot
+    async def thing(thing_id: int) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _header_param(router: APIRouter) -> None:
+    @router.get("/things")
+    @hot
+    async def thing(x_thing: Annotated[str, Header()]) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _validated_str(router: APIRouter) -> None:
+    @router.get("/things")
+    @hot
+    async def thing(q: Annotated[PgText, Query(max_length=5)]) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _request_param(router: APIRouter) -> None:
+    @router.get("/things")
+    @hot
+    async def thing(request: Request) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _plain_dependency(router: APIRouter) -> None:
+    def thing_service(request: Request) -> object:
+        return request.app.state
+
+    @router.get("/things")
+    @hot
+    async def thing(service: Annotated[object, Depends(thing_service)]) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _float_query(router: APIRouter) -> None:
+    @router.get("/things")
+    @hot
+    async def thing(ratio: Annotated[float, Query(ge=0, le=1)] = 0.5) -> Reply:
+        return Reply(200, b"{}")
+
+
+@pytest.mark.parametrize(
+    ("declare", "named"),
+    [
+        (_unbounded_int, "thing_id"),
+        (_header_param, "x_thing"),
+        (_validated_str, "'q'"),
+        (_request_param, "request"),
+        (_plain_dependency, "service"),
+        (_float_query, "ratio"),
+    ],
+)
+def test_an_unsupported_declaration_on_a_hot_route_fails_at_start_up(
+    declare: Callable[[APIRouter], None], named: str
+) -> None:
+    with pytest.raises(LaneDeclarationError, match=named):
+        _lane_for(declare)
+
+
+def test_the_lane_reads_bounds_patterns_defaults_auth_and_body_from_the_declaration() -> None:
+    def declare(router: APIRouter) -> None:
+        @router.post("/shelves/{shelf}/items", dependencies=[Depends(require_writer)])
+        @hot
+        async def put_item(
+            shelf: Annotated[str, Path(pattern=r"^[a-z]{1,8}$")],
+            body: RawBody,
+            service: Annotated[Any, app_state("shelves")],
+            count: Annotated[int, Query(ge=2, le=40)] = 3,
+        ) -> Reply:
+            return Reply(200, b"{}")
+
+    (route,) = _lane_for(declare).lane["POST"]
+    assert (route.template, route.auth, route.body, route.arity) == ("/shelves/{shelf}/items", "writer", 1, 4)
+    assert route.tail("/shelves/abc/items") == "abc"
+    assert route.tail("/shelves/a/b/items") is None
+    assert route.path is not None
+    parse = route.path[1]
+    assert parse("abc") == "abc"
+    (count,) = route.query
+    assert (count.key, count.default, count.required) == ("count", 3, False)
+    parsed = [count.parse(text) for text in ("1", "2", "40", "41", "02", "9" * 5000, "", "-2")]
+    assert [value for value in parsed if isinstance(value, int)] == [2, 40]
+
+
+def test_a_fixed_path_the_lane_would_also_take_fails_at_start_up() -> None:
+    def declare(router: APIRouter) -> None:
+        @router.get("/shelves/all")
+        async def all_shelves() -> dict[str, str]:
+            return {}
+
+        @router.get("/shelves/{name}")
+        @hot
+        async def shelf(name: Annotated[str, Path(max_length=8)]) -> Reply:
+            return Reply(200, b"{}")
+
+    with pytest.raises(LaneDeclarationError, match="/shelves/all"):
+        _lane_for(declare)

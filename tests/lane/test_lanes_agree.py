@@ -1,0 +1,334 @@
+"""Every `@hot` route's edge cases, sent through the hot lane and through FastAPI alone: same answers.
+
+Two apps on the same stack, one with the lane (the default) and one with TENK_HOT_LANE=false. Each row
+is sent to both; status, body (generated ids and vendor timestamps masked) and Retry-After must be
+equal. The `lane` column says whether the lane itself must answer (True), must leave the request to
+FastAPI (False), or may do either (None), so the table also pins what the derived parsers accept.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from tenk.app import create_app
+from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lane import TenkAPI
+from tenk.pagination import cursor_codec
+from tenk.stack import free_port
+from tests.conftest import AUTH, TEST_CURSOR_SECRET, Stack
+
+BIG = "9" * 5000
+MAX_ID = 2**63 - 1
+EVENT = {"source": "lanes-test", "ts": "2026-01-01T00:00:00Z", "payload": {"n": 1}}
+WRONG_KEY = {"Authorization": "Bearer tk_not_a_key"}
+LIMIT = 4096  # TENK_MAX_BODY_BYTES for both apps, so that "too large" is cheap to send
+
+
+def _signed(scope: str, payload: bytes, secret: str = TEST_CURSOR_SECRET) -> str:
+    """A cursor over any payload bytes, signed as the service signs (to reach the checks behind the MAC)."""
+    key = hashlib.sha256(f"{scope}\x00{secret}".encode()).digest()
+    mac = hmac.digest(key, payload, "sha256")[:12]
+    return base64.urlsafe_b64encode(payload + mac).rstrip(b"=").decode()
+
+
+async def _chunks(body: bytes) -> AsyncIterator[bytes]:
+    # An iterator body: httpx sends it without Content-Length.
+    for start in range(0, len(body), 1000):
+        yield body[start : start + 1000]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    method: str
+    url: str
+    lane: bool | None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    chunked: bool = False
+    auth_reads: bool = False
+
+
+TASK_CURSOR = cursor_codec(TEST_CURSOR_SECRET, "tasks").encode([5])
+# Correctly signed, wrongly shaped: each must be a 422 before Postgres sees it.
+SIGNED_BAD_TASK_POSITIONS = [
+    b"[9223372036854775808]",
+    b"[-18446744073709551616]",
+    b'["5"]',
+    b"[true]",
+    b"[5, 6]",
+    b"{}",
+]
+NOT_JSON = b"{not json"
+EVENT_UUID = "00000000-0000-0000-0000-000000000001"
+
+
+def _events_cursor(key: str) -> str:
+    return _signed("events", orjson.dumps([key]))
+
+
+def _id_cases(route: str) -> list[Case]:
+    return [
+        Case(f"{route} id 0", "GET", f"{route}/0", False),
+        Case(f"{route} id 1", "GET", f"{route}/1", True),
+        Case(f"{route} id 2", "GET", f"{route}/2", True),
+        Case(f"{route} id 2^63-1 (missing)", "GET", f"{route}/{MAX_ID}", True),
+        Case(f"{route} id 2^63", "GET", f"{route}/{MAX_ID + 1}", False),
+        Case(f"{route} id 007", "GET", f"{route}/007", False),
+        Case(f"{route} id -1", "GET", f"{route}/-1", False),
+        Case(f"{route} id unicode digits", "GET", f"{route}/%D9%A1%D9%A2", False),
+        Case(f"{route} id fullwidth digit", "GET", f"{route}/%EF%BC%91", False),
+        Case(f"{route} id 5,000 digits", "GET", f"{route}/{BIG}", False),
+        Case(f"{route} id 1.0", "GET", f"{route}/1.0", False),
+        Case(f"{route} id +1", "GET", f"{route}/+1", False),
+        Case(f"{route} id with space", "GET", f"{route}/%201", False),
+        Case(f"{route} unknown query param", "GET", f"{route}/3?x=1&x=2", True),
+        Case(f"{route} no key, reads need one", "GET", f"{route}/1", True, auth_reads=True),
+        Case(f"{route} wrong key, reads need one", "GET", f"{route}/1", True, WRONG_KEY, auth_reads=True),
+        Case(f"{route} key, reads need one", "GET", f"{route}/1", True, AUTH, auth_reads=True),
+        Case(f"{route} bad id and no key, reads need one", "GET", f"{route}/0", False, auth_reads=True),
+    ]
+
+
+def _page_cases(route: str, scope: str, cursor: str, max_limit: int) -> list[Case]:
+    forged = cursor_codec("not-the-secret", scope).encode([5] if scope == "tasks" else ["x"])
+    return [
+        Case(f"{route} defaults", "GET", route, True),
+        *[
+            Case(
+                f"{route} limit={limit or 'empty'}",
+                "GET",
+                f"{route}?limit={limit}",
+                limit in ("1", "100") or (limit == "101" and max_limit > 100),
+            )
+            for limit in ("0", "1", "100", "101", "", "007", "-1", "%D9%A1", BIG)
+        ],
+        Case(f"{route} limit twice", "GET", f"{route}?limit=5&limit=6", False),
+        Case(f"{route} unknown param", "GET", f"{route}?limit=5&colour=red", True),
+        Case(f"{route} unknown param twice", "GET", f"{route}?colour=red&colour=blue", True),
+        Case(f"{route} valid cursor", "GET", f"{route}?after={cursor}", True),
+        Case(f"{route} empty cursor", "GET", f"{route}?after=", True),
+        Case(
+            f"{route} tampered cursor",
+            "GET",
+            f"{route}?after={cursor[:-2]}{'AA' if cursor[-2:] != 'AA' else 'BB'}",
+            True,
+        ),
+        Case(f"{route} truncated cursor", "GET", f"{route}?after={cursor[:-3]}", True),
+        Case(f"{route} forged cursor", "GET", f"{route}?after={forged}", True),
+        Case(f"{route} garbage cursor", "GET", f"{route}?after=%%%", True),
+        Case(f"{route} signed non-JSON cursor", "GET", f"{route}?after={_signed(scope, NOT_JSON)}", True),
+        Case(f"{route} cursor over 512 chars", "GET", f"{route}?after={'A' * 513}", False),
+        Case(f"{route} cursor of another resource", "GET", f"{route}?after={_signed('products', b'[5]')}", True),
+        Case(f"{route} no key, reads need one", "GET", route, True, auth_reads=True),
+    ]
+
+
+def _post_cases(route: str, good: bytes) -> list[Case]:
+    too_large = b"[" + b" " * LIMIT + b"]"
+    return [
+        Case(f"{route} accepted", "POST", route, True, AUTH, good),
+        Case(f"{route} no key", "POST", route, True, {}, good),
+        Case(f"{route} wrong key", "POST", route, True, WRONG_KEY, good),
+        Case(f"{route} basic auth", "POST", route, True, {"Authorization": "Basic eDp5"}, good),
+        Case(
+            f"{route} key with extra spaces",
+            "POST",
+            route,
+            True,
+            {"Authorization": "Bearer   " + AUTH["Authorization"][7:]},
+            good,
+        ),
+        Case(f"{route} not JSON", "POST", route, True, AUTH, b"{nope"),
+        Case(f"{route} empty body", "POST", route, True, AUTH, b""),
+        Case(f"{route} too large, with length", "POST", route, True, AUTH, too_large),
+        Case(f"{route} too large, chunked", "POST", route, True, AUTH, too_large, chunked=True),
+        Case(f"{route} chunked, fits", "POST", route, True, AUTH, good, chunked=True),
+        Case(f"{route} too large with length, no key", "POST", route, True, {}, too_large),
+        Case(
+            f"{route} declared length of 5,000 digits",
+            "POST",
+            route,
+            True,
+            {**AUTH, "Content-Length": BIG},
+            good,
+        ),
+    ]
+
+
+def _cases() -> list[Case]:
+    source = "/sources/lanes-test/events"
+    return [
+        *_id_cases("/products"),
+        *_id_cases("/tasks"),
+        *_page_cases("/tasks", "tasks", TASK_CURSOR, 100),
+        *[
+            Case(f"/tasks signed cursor {payload!r}", "GET", f"/tasks?after={_signed('tasks', payload)}", True)
+            for payload in SIGNED_BAD_TASK_POSITIONS
+        ],
+        *_page_cases(source, "events", _events_cursor(f"2026-01-01 00:00:00+00|{EVENT_UUID}"), 500),
+        Case(f"{source} bad source", "GET", "/sources/bad%20source/events", False),
+        Case(f"{source} source of 65", "GET", f"/sources/{'a' * 65}/events", False),
+        Case(f"{source} source with newline", "GET", "/sources/abc%0A/events", False),
+        Case(f"{source} limit 500", "GET", f"{source}?limit=500", True),
+        Case(f"{source} limit 501", "GET", f"{source}?limit=501", False),
+        *[
+            Case(f"{source} signed cursor {key!r}", "GET", f"{source}?after={_events_cursor(key)}", True)
+            for key in (
+                f"not-a-time|{EVENT_UUID}",
+                f"2026-01-01 00:00:00+20:00|{EVENT_UUID}",
+                f"2026-01-01 00:00:00|{EVENT_UUID}",
+                f"0001-01-01 00:00:00+05|{EVENT_UUID}",
+                "2026-01-01 00:00:00+00|not-a-uuid",
+                "no-separator",
+                f"99999-01-01 00:00:00+00|{EVENT_UUID}",
+            )
+        ],
+        Case("/search words", "GET", "/search?q=kettle%20lamp&limit=3", True),
+        Case("/search web syntax", "GET", "/search?q=%22wireless%20kettle%22%20-ceramic%20or%20lamp", True),
+        Case("/search blank", "GET", "/search?q=%20%20", True),
+        Case("/search no reader key", "GET", "/search?q=kettle", True, auth_reads=True),
+        Case("/search NUL", "GET", "/search?q=a%00b", False),
+        Case("/search too long", "GET", f"/search?q={'x' * 201}", False),
+        Case("/search no q", "GET", "/search", False),
+        Case("/search limit 51", "GET", "/search?q=kettle&limit=51", False),
+        Case("/search q twice", "GET", "/search?q=kettle&q=lamp", False),
+        Case("/quotes AAPL", "GET", "/quotes/AAPL", True),
+        Case("/quotes lower case", "GET", "/quotes/aapl", False),
+        Case("/quotes too long", "GET", "/quotes/ABCDEFGHIJKLM", False),
+        Case("/quotes leading dot", "GET", "/quotes/.A", False),
+        Case("/quotes trailing newline", "GET", "/quotes/AAPL%0A", False),
+        Case("/quotes unicode", "GET", "/quotes/%C3%85", False),
+        *_post_cases("/events", orjson.dumps(EVENT)),
+        *_post_cases("/events/batch", orjson.dumps([EVENT, EVENT])),
+        Case(
+            "/events/batch NDJSON",
+            "POST",
+            "/events/batch",
+            True,
+            {**AUTH, "Content-Type": "application/x-ndjson"},
+            orjson.dumps(EVENT) + b"\n" + orjson.dumps(EVENT),
+        ),
+        Case(
+            "/events/batch too many",
+            "POST",
+            "/events/batch",
+            True,
+            AUTH,
+            orjson.dumps([EVENT] * 1001)[:0] + b"[" + b",".join([b"{}"] * 1001) + b"]",
+        ),
+    ]
+
+
+_MASKED = re.compile(rb'"(ids|as_of_ms|price)":(\[[^\]]*\]|[0-9.]+)')
+
+
+def _masked(body: bytes) -> bytes:
+    return _MASKED.sub(rb'"\1":"*"', body)
+
+
+@asynccontextmanager
+async def _client(app: TenkAPI) -> AsyncIterator[httpx.AsyncClient]:
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
+            yield client
+
+
+def _counting(app: TenkAPI, served: list[bool]) -> TenkAPI:
+    """Record whether the lane answered each request (False: it fell through to FastAPI)."""
+    serve = app._serve
+
+    async def recording(*args: Any) -> bool:
+        answered = await serve(*args)
+        served.append(answered)
+        return answered
+
+    app._serve = recording  # type: ignore[method-assign]
+    return app
+
+
+async def _send(client: httpx.AsyncClient, case: Case) -> httpx.Response:
+    content: Any = case.body
+    if case.chunked and case.body is not None:
+        content = _chunks(case.body)
+    return await client.request(case.method, case.url, headers=case.headers, content=content)
+
+
+async def test_every_hot_route_answers_the_same_in_both_lanes(stack: Stack, mock: MockUpstreamProcess) -> None:
+    served: list[bool] = []
+    mismatches: list[str] = []
+    for auth_reads in (False, True):
+        settings = stack.settings(max_body_bytes=LIMIT, auth_reads=auth_reads, upstream={"url": mock.url})
+        lane_app = _counting(create_app(settings), served)
+        plain_app = create_app(settings.model_copy(update={"hot_lane": False}))
+        assert plain_app.lane == {}
+        async with _client(lane_app) as lane, _client(plain_app) as plain:
+            for case in _cases():
+                if case.auth_reads != auth_reads:
+                    continue
+                served.clear()
+                fast, full = await _send(lane, case), await _send(plain, case)
+                got = (fast.status_code, _masked(fast.content), fast.headers.get("retry-after"))
+                want = (full.status_code, _masked(full.content), full.headers.get("retry-after"))
+                if got != want:
+                    mismatches.append(
+                        f"{case.name}: lane {got[0]} {got[1][:200]!r} != FastAPI {want[0]} {want[1][:200]!r}"
+                    )
+                assert full.status_code < 500, f"{case.name}: {full.status_code} {full.text[:300]}"
+                if case.lane is not None and served != [case.lane]:
+                    mismatches.append(f"{case.name}: lane answered {served}, expected {case.lane}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def _down_cases() -> list[Case]:
+    """Rows answered while Postgres and Redis are unreachable: every one a 503 or a fallback, in both lanes."""
+    source = "/sources/lanes-test/events"
+    return [
+        Case("down: /products/5", "GET", "/products/5", True),
+        Case("down: /tasks/1", "GET", "/tasks/1", None),
+        Case("down: /tasks", "GET", "/tasks?limit=3", True),
+        Case(f"down: {source}", "GET", source, None),
+        Case("down: /search", "GET", "/search?q=kettle", None),
+        Case("down: /events", "POST", "/events", True, AUTH, orjson.dumps(EVENT)),
+        Case("down: /events/batch", "POST", "/events/batch", None, AUTH, orjson.dumps([EVENT, EVENT])),
+    ]
+
+
+async def test_with_postgres_and_redis_unreachable_both_lanes_answer_the_same_503_and_retry_after(
+    stack: Stack, mock: MockUpstreamProcess
+) -> None:
+    dead = free_port()
+    settings = stack.settings(
+        database={"url": f"postgresql://postgres@127.0.0.1:{dead}/postgres"},
+        redis={"url": f"redis://127.0.0.1:{dead}/0"},
+        upstream={"url": mock.url},
+    )
+    mismatches: list[str] = []
+    served: list[bool] = []
+    async with (
+        _client(_counting(create_app(settings), served)) as lane,
+        _client(create_app(settings.model_copy(update={"hot_lane": False}))) as plain,
+    ):
+        for case in _down_cases():
+            served.clear()
+            fast, full = await _send(lane, case), await _send(plain, case)
+            got = (fast.status_code, _masked(fast.content), fast.headers.get("retry-after"))
+            want = (full.status_code, _masked(full.content), full.headers.get("retry-after"))
+            if got != want:
+                mismatches.append(f"{case.name}: lane {got} != FastAPI {want}")
+            if case.lane is not None and served != [case.lane]:
+                mismatches.append(f"{case.name}: lane answered {served}, expected {case.lane}")
+            assert full.status_code == 503, f"{case.name}: {want}"
+            assert full.headers.get("retry-after"), f"{case.name}: {want}"
+    assert not mismatches, "\n".join(mismatches)

@@ -1,0 +1,156 @@
+"""The score-ordered postings (migration 0005) stay equal to what the products' text implies, on every write path,
+and ranking the candidates they give answers like ranking every match whenever the answer is short."""
+
+from __future__ import annotations
+
+import asyncpg
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tenk.search.queries import RANK_ALL_MATCHES
+from tenk.search.service import SearchService
+from tenk.search.settings import SearchSettings
+from tenk.stack.migrate import bundled_migrations, migrate
+from tenk.stack.seed import VOCABULARY, products, seed
+from tests.conftest import Stack
+
+STALE_POSTINGS = """
+SELECT count(*) FROM (
+    (SELECT lexeme, score, product_id FROM search_postings
+     EXCEPT ALL
+     SELECT scored.lexeme, scored.score, products.id FROM products, search_postings_of(products.search) AS scored)
+    UNION ALL
+    (SELECT scored.lexeme, scored.score, products.id FROM products, search_postings_of(products.search) AS scored
+     EXCEPT ALL
+     SELECT lexeme, score, product_id FROM search_postings)
+) AS difference
+"""
+
+
+async def _fresh_database(stack: Stack, name: str) -> str:
+    admin = await asyncpg.connect(stack.pg.url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return stack.pg.url.rsplit("/", 1)[0] + "/" + name
+
+
+async def test_migration_0005_posts_the_products_of_an_existing_database(stack: Stack) -> None:
+    dsn = await _fresh_database(stack, "tenk_before_0005")
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in bundled_migrations():
+            if migration.version < 5:
+                await conn.execute(migration.sql)
+                await conn.execute("INSERT INTO schema_migrations VALUES ($1, $2)", migration.version, migration.name)
+        await conn.copy_records_to_table(
+            "products", records=products(300), columns=["id", "sku", "name", "description", "price_cents", "stock"]
+        )
+        assert "0005_search_postings.sql" in await migrate(dsn)
+        assert await conn.fetchval("SELECT count(DISTINCT product_id) FROM search_postings") == 300
+        assert await conn.fetchval(STALE_POSTINGS) == 0
+    finally:
+        await conn.close()
+
+
+async def test_every_write_path_keeps_the_postings_in_step(stack: Stack) -> None:
+    dsn = await _fresh_database(stack, "tenk_postings_writes")
+    await migrate(dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.copy_records_to_table(
+            "products", records=products(200), columns=["id", "sku", "name", "description", "price_cents", "stock"]
+        )
+        await conn.execute("SELECT setval(pg_get_serial_sequence('products', 'id'), 200)")
+        assert await conn.fetchval(STALE_POSTINGS) == 0
+        await conn.execute(
+            "INSERT INTO products (sku, name, description, price_cents) VALUES "
+            "('P-1', 'Zephyrine Kettle', 'a kettle, a kettle', 1), ('P-2', 'Plain Lamp', '', 2)"
+        )
+        await conn.execute("UPDATE products SET name = 'Zephyrine Lamp Kettle' WHERE sku = 'P-1'")
+        await conn.execute("UPDATE products SET price_cents = price_cents + 1")  # text unchanged: nothing re-posted
+        await conn.execute(
+            "INSERT INTO products (sku, name, price_cents) VALUES ('P-2', 'Changed Lamp', 3), ('P-3', 'New', 4) "
+            "ON CONFLICT (sku) DO UPDATE SET name = excluded.name"
+        )
+        await conn.execute("DELETE FROM products WHERE id % 7 = 0")
+        assert await conn.fetchval(STALE_POSTINGS) == 0
+        assert await conn.fetchval("SELECT count(*) FROM search_postings WHERE lexeme = 'zephyrin'") == 1
+        await conn.execute("TRUNCATE products")
+        assert await conn.fetchval("SELECT count(*) FROM search_postings") == 0
+    finally:
+        await conn.close()
+
+
+async def test_seeding_an_empty_catalogue_posts_every_product_and_leaves_indexes_and_trigger_in_place(
+    stack: Stack,
+) -> None:
+    dsn = await _fresh_database(stack, "tenk_seeded_postings")
+    await migrate(dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        indexes = (
+            "SELECT count(*) FROM pg_indexes WHERE indexname IN ('products_search_idx', 'search_postings_rank_idx')"
+        )
+        assert await conn.fetchval(indexes) == 2
+        assert (await seed(dsn, 300, 0))["products"] == 300
+        assert await conn.fetchval(STALE_POSTINGS) == 0
+        assert await conn.fetchval("SELECT count(DISTINCT product_id) FROM search_postings") == 300
+        assert await conn.fetchval(indexes) == 2
+        await conn.execute("INSERT INTO products (sku, name, price_cents) VALUES ('P-AFTER', 'Quillotine Lamp', 1)")
+        assert await conn.fetchval("SELECT count(*) FROM search_postings WHERE lexeme = 'quillotin'") == 1
+    finally:
+        await conn.close()
+
+
+async def test_a_posting_scores_a_product_as_ranking_that_one_word_does(stack: Stack) -> None:
+    conn = await asyncpg.connect(stack.pg.url)
+    try:
+        differing = await conn.fetchval(
+            "SELECT count(*) FROM search_postings JOIN products ON products.id = product_id "
+            "WHERE strpos(lexeme, ' ') = 0 AND abs(score - ts_rank_cd(search, quote_literal(lexeme)::tsquery)) > 1e-4"
+        )
+        assert differing == 0
+    finally:
+        await conn.close()
+
+
+_words = st.sampled_from([*VOCABULARY[:300], "zzznothing", "the", "and"])
+_queries = st.one_of(
+    st.lists(_words, min_size=1, max_size=3).map(" ".join),
+    st.lists(_words, min_size=2, max_size=3).map(lambda w: '"' + " ".join(w) + '"'),
+    st.lists(_words, min_size=2, max_size=3).map(" or ".join),
+    st.tuples(_words, _words).map(lambda w: f"{w[0]} -{w[1]}"),
+    st.text(min_size=1, max_size=30),
+)
+
+
+@pytest.fixture
+async def service_and_pool(stack: Stack) -> object:
+    pool = await asyncpg.create_pool(stack.pg.url, min_size=1, max_size=2)
+    # Few candidates per word, so that the small test catalogue exercises the bounded path and its fallback.
+    yield SearchService(pool, SearchSettings(cache=False, candidates=10)), pool
+    await pool.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=_queries, limit=st.integers(1, 20))
+async def test_candidate_ranking_returns_as_many_hits_as_full_ranking_and_the_same_when_short(
+    service_and_pool: tuple[SearchService, asyncpg.Pool], query: str, limit: int
+) -> None:
+    service, pool = service_and_pool
+    query = query.replace("\x00", "")
+    ours = orjson.loads(await service.search(query, limit))["items"]
+    full = orjson.loads(await pool.fetchval(RANK_ALL_MATCHES, query, limit))
+    assert len(ours) == len(full)
+    assert [hit["rank"] for hit in ours] == sorted((hit["rank"] for hit in ours), reverse=True)
+    if len(full) < limit:
+        assert ours == full

@@ -1,0 +1,129 @@
+"""`make run` (`tenk dev`) keeps the system up when a helper process dies, and Ctrl-C still stops it all."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from tenk.stack.dev import Child, GaveUpError, Supervisor
+from tests.conftest import VENV_BIN
+from tests.stack.conftest import DevRun, dev_run, read_write_and_event
+
+
+@pytest.fixture
+def dev(stack_root: Path) -> Iterator[DevRun]:
+    yield from dev_run(VENV_BIN / "tenk", stack_root)
+
+
+def _until(condition: object, within_s: float, what: str) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"{what} not within {within_s}s"
+        time.sleep(0.1)
+
+
+def test_a_killed_worker_is_restarted_loudly_and_the_api_keeps_serving(dev: DevRun) -> None:
+    [worker] = dev.children("worker --name")
+    [api] = [p for p in psutil.Process(dev.process.pid).children() if p.pid != worker.pid]
+    worker.send_signal(signal.SIGKILL)
+
+    _until(lambda: "was killed by SIGKILL" in dev.log_text(), 30, "a log line naming the death")
+    assert "ingest worker" in dev.log_text()
+    _until(lambda: any(p.pid != worker.pid for p in dev.children("worker --name")), 60, "a new worker")
+    assert dev.process.poll() is None
+    assert api.is_running(), "the API must not be stopped because the worker died"
+    assert httpx.get(dev.base_url + "/products/3", timeout=10).status_code == 200
+    # The new worker drains events: the system works again as a whole.
+    read_write_and_event(dev)
+
+
+@pytest.fixture
+def dev_with_mock(stack_root: Path) -> Iterator[DevRun]:
+    yield from dev_run(VENV_BIN / "tenk", stack_root, mock_upstream=True)
+
+
+def _quote_status(run: DevRun) -> int:
+    auth = {"Authorization": f"Bearer {run.key()}"}
+    return httpx.get(run.base_url + "/quotes/AAPL", headers=auth, timeout=10).status_code
+
+
+def test_a_killed_mock_vendor_is_restarted_loudly_and_the_api_keeps_serving(dev_with_mock: DevRun) -> None:
+    dev = dev_with_mock
+    _until(lambda: _quote_status(dev) == 200, 60, "a quote through the mock vendor")
+    [mock] = dev.children("mock-upstream")
+    helpers = {mock.pid, *(p.pid for p in dev.children("worker --name"))}
+    [api] = [p for p in psutil.Process(dev.process.pid).children() if p.pid not in helpers]
+    mock.send_signal(signal.SIGKILL)
+
+    _until(lambda: f"mock-upstream (pid {mock.pid}) was killed by SIGKILL" in dev.log_text(), 30, "a log line")
+    # While the vendor is down the API answers what does not need it.
+    assert httpx.get(dev.base_url + "/products/3", timeout=10).status_code == 200
+    _until(lambda: any(p.pid != mock.pid for p in dev.children("mock-upstream")), 60, "a new mock vendor")
+    assert dev.process.poll() is None
+    assert api.is_running(), "the API must not be stopped because the mock vendor died"
+    # Quotes come back once the new mock listens (and the breaker, if the outage opened it, lets a probe by).
+    _until(lambda: _quote_status(dev) == 200, 60, "a quote through the restarted mock vendor")
+    read_write_and_event(dev)
+
+
+def test_ctrl_c_stops_every_child(dev: DevRun) -> None:
+    children = psutil.Process(dev.process.pid).children()
+    assert len(children) >= 2
+    assert dev.stop() == 0
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
+
+
+def _crasher(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def _check_until_it_raises(supervisor: Supervisor, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        supervisor.check()
+        time.sleep(0.01)
+
+
+def test_a_child_that_keeps_dying_at_once_makes_the_supervisor_give_up() -> None:
+    supervisor = Supervisor(
+        [Child("doomed", _crasher("raise SystemExit(3)")), Child("fine", _crasher("import time; time.sleep(60)"))],
+        backoff_first_s=0.01,
+        backoff_max_s=0.04,
+        give_up_after=4,
+    )
+    supervisor.start()
+    try:
+        with pytest.raises(GaveUpError, match="doomed exited with code 3 4 times in a row"):
+            _check_until_it_raises(supervisor, within_s=60)
+        fine = supervisor.children[1].process
+        assert fine is not None
+        assert fine.poll() is None, "a healthy sibling is never restarted or stopped by another's deaths"
+    finally:
+        supervisor.stop()
+    assert all(c.process is None or c.process.poll() is not None for c in supervisor.children)
+
+
+def test_restart_backoff_doubles_up_to_its_cap() -> None:
+    child = Child("doomed", _crasher("raise SystemExit(1)"))
+    supervisor = Supervisor([child], backoff_first_s=0.05, backoff_max_s=0.2, give_up_after=100)
+    supervisor.start()
+    delays: list[float] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(delays) < 4 and time.monotonic() < deadline:
+            scheduled, was_running = child.backoff.upcoming_s, child.process is not None
+            supervisor.check()
+            if was_running and child.process is None:
+                delays.append(scheduled)
+            time.sleep(0.005)
+    finally:
+        supervisor.stop()
+    assert delays == [0.05, 0.1, 0.2, 0.2]

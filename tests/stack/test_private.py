@@ -1,0 +1,120 @@
+"""The embedded servers are for the user who started them: passwords, private files, no wider permissions."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis
+from redis.asyncio import Redis
+
+from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, wait_listening
+from tenk.stack._private import SERVER_USER, UnreachableError, running_as_root
+from tenk.stack.redis import redis_server_path
+from tests.conftest import Stack
+
+
+def _modes(paths: list[Path]) -> dict[Path, int]:
+    return {path: stat.S_IMODE(path.stat().st_mode) for path in paths}
+
+
+def test_starting_postgres_changes_no_permission_above_the_data_dir(stack_root: Path) -> None:
+    # A checkout in a home directory: the home is 0700 and must stay so.
+    home = stack_root / "home"
+    home.mkdir(mode=0o700)
+    data_dir = home / "checkout" / ".tenk"
+    data_dir.parent.mkdir(mode=0o755)
+    above = [home, data_dir.parent, stack_root.parent]
+    before = _modes(above)
+    pg = EmbeddedPostgres(data_dir / "postgres", free_port())
+    try:
+        if running_as_root():
+            # Postgres runs as tenk-pg, which cannot enter the home: tenk says so instead of opening it.
+            with pytest.raises(UnreachableError, match="cannot reach"):
+                pg.start()
+        else:
+            pg.start()
+    finally:
+        pg.stop()
+    assert _modes(above) == before
+
+
+def test_the_data_dir_and_every_secret_are_private(stack: Stack) -> None:
+    other_bits = stat.S_IRWXO
+    for directory in (stack.root, stack.pg.data_dir, stack.redis.data_dir, stack.pg.socket_dir):
+        assert directory.stat().st_mode & other_bits == 0, directory
+    assert stat.S_IMODE(stack.pg.socket_dir.stat().st_mode) == 0o700
+    for path in (stack.pg.data_dir / "password", stack.redis.data_dir / "password", stack.redis.config_path):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for path in [*stack.redis.data_dir.iterdir(), stack.pg.log_path]:
+        if path.is_file():
+            assert path.stat().st_mode & (stat.S_IRWXO | stat.S_IRWXG) == 0, path
+    # The password never appears on a command line, which every local user can read.
+    proc = stack.redis.process()
+    assert proc is not None
+    assert stack.redis.password not in " ".join(proc.cmdline())
+
+
+async def test_postgres_refuses_a_client_without_the_password(stack: Stack) -> None:
+    with pytest.raises(asyncpg.InvalidPasswordError):
+        await asyncpg.connect(user="postgres", host="127.0.0.1", port=stack.pg.port, database="tenk", password="")
+    with pytest.raises(asyncpg.InvalidPasswordError):
+        await asyncpg.connect(host=str(stack.pg.socket_dir), port=stack.pg.port, user="postgres", database="tenk")
+
+
+async def test_redis_refuses_a_client_without_the_password(stack: Stack) -> None:
+    client = Redis(port=stack.redis.port)
+    try:
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            await client.ping()
+    finally:
+        await client.aclose()
+
+
+async def test_a_cluster_from_before_passwords_requires_them_from_its_next_start(stack_root: Path) -> None:
+    pg = EmbeddedPostgres(stack_root / "postgres", free_port())
+    pg.init()
+    hba = pg.pgdata / "pg_hba.conf"
+    hba.write_text(hba.read_text().replace(" scram-sha-256", " trust"))
+    try:
+        pg.start()
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(user="postgres", host="127.0.0.1", port=pg.port, database="tenk", password="")
+        conn = await asyncpg.connect(pg.url)
+        await conn.close()
+    finally:
+        pg.stop()
+
+
+def test_a_redis_from_before_passwords_gets_one_from_the_next_up(stack_root: Path) -> None:
+    server = EmbeddedRedis(stack_root / "redis", free_port())
+    server.data_dir.mkdir(parents=True)
+    # What an older tenk started: no password, its settings on the command line, its own pidfile.
+    legacy = subprocess.Popen(
+        [redis_server_path(), "--port", str(server.port), "--bind", "127.0.0.1", "--dir", str(server.data_dir)],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_listening(legacy, server.port, 30, "redis")
+        server.pidfile.write_text(f"{legacy.pid}\n")
+        assert server.start() is False, "the running server is reused"
+        with pytest.raises(redis.exceptions.AuthenticationError), redis.Redis(port=server.port) as stranger:
+            stranger.ping()
+        with redis.Redis.from_url(server.url) as owner:
+            assert owner.ping()
+    finally:
+        legacy.kill()
+        legacy.wait()
+
+
+def test_the_servers_never_run_as_root(stack: Stack) -> None:
+    for server in (stack.pg, stack.redis):
+        proc = server.process()
+        assert proc is not None
+        assert proc.uids().effective != 0, f"{server.__class__.__name__} runs as root"
+        if running_as_root():
+            assert proc.username() == SERVER_USER

@@ -1,0 +1,63 @@
+"""The local Redis Cluster tenk starts itself, and the client TENK_REDIS_URL builds for it."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import RedisCluster
+from redis.crc import key_slot
+
+from tenk.connections import redis_from_url
+from tenk.stack.redis_cluster import LocalRedisCluster
+
+pytestmark = pytest.mark.cluster
+
+
+def test_the_cluster_has_three_masters_each_with_a_replica_and_serves_every_slot(
+    redis_cluster: LocalRedisCluster,
+) -> None:
+    roles = sorted(role for _, role, _ in redis_cluster.members())
+    assert roles == ["master"] * 3 + ["slave"] * 3
+    assert all(pid is not None for _, _, pid in redis_cluster.members())
+    for port in redis_cluster.ports:
+        info = redis_cluster.cluster_info(port)
+        assert info["cluster_state"] == "ok"
+        assert info["cluster_slots_ok"] == "16384"
+    masters = [port for port, role, _ in redis_cluster.members() if role == "master"]
+    assert all(redis_cluster.replica_of(port) is not None for port in masters)
+
+
+def test_starting_a_running_cluster_again_changes_nothing(redis_cluster: LocalRedisCluster) -> None:
+    before = redis_cluster.members()
+    assert redis_cluster.start() is False
+    assert redis_cluster.members() == before
+
+
+async def test_a_cluster_url_gives_a_cluster_client_that_reaches_keys_on_every_master(
+    redis_cluster: LocalRedisCluster,
+) -> None:
+    assert redis_cluster.url.startswith("redis+cluster://")
+    redis = redis_from_url(redis_cluster.url)
+    try:
+        assert isinstance(redis, RedisCluster)
+        keys = [f"tenk:test:spread:{n}" for n in range(30)]
+        for key in keys:
+            await redis.set(key, key)
+        nodes = {redis.get_node_from_key(key).port for key in keys}
+        assert len(nodes) == 3, "30 keys all landed on fewer than 3 masters"
+        assert [await redis.get(key) for key in keys] == [key.encode() for key in keys]
+        await redis.delete(*keys[:1])
+    finally:
+        await redis.aclose()
+
+
+def test_catalog_and_ingest_keys_that_scripts_use_together_share_a_slot() -> None:
+    from tenk.catalog import keys as catalog
+    from tenk.ingest import keys as ingest
+
+    for product_id in (1, 42, 10_000_019):
+        assert key_slot(catalog.product_key(product_id).encode()) == key_slot(
+            catalog.generation_key(product_id).encode()
+        )
+    for shard in range(8):
+        assert key_slot(ingest.stream_key(shard).encode()) == key_slot(ingest.stats_key(shard).encode())
+    assert len({key_slot(ingest.stream_key(shard).encode()) for shard in range(8)}) == 8
