@@ -29,9 +29,12 @@ PATHS = ("/ping", "/products/1")
 ROUNDS, PROBES_PER_ROUND = 16, 250
 STEADY_AFTER_S = 8.0
 # What the parked load may add to a p99 besides 50 %: its ~385 answers/s each take ~0.5 ms of the
-# API's loop, so a probe can queue behind one or two of them (measured: +0.2-0.5 ms on a sub-millisecond
-# p99, more with the other core busy). A loop that the parked calls actually block adds tens of ms.
-ADDED_MS = 1.0
+# API's loop, and they arrive in bursts, so a probe can queue behind several. Measured loaded p99s for
+# /ping: 0.83-0.86 ms quiet (0.32 unloaded), 1.61 ms in a CI run (0.38 unloaded), 5.8-6.5 ms with both
+# cores held by busy loops (4.0 unloaded). A loop the parked calls block is far above: a planted 2 ms of
+# blocking per answer gave 11.9 ms (0.33 unloaded). A planted 1 ms gave 2.73 ms, inside this allowance;
+# the test guards against blocking, not against a slower answer path (that is `make bench-upstream`).
+ADDED_MS = 3.0
 REPO = Path(__file__).resolve().parents[2]
 API_CPU, OTHER_CPUS = "0", {1}
 
