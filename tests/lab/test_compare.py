@@ -27,6 +27,7 @@ from tenk.lab.results.documents import (
     Verdict,
     load_results,
 )
+from tenk.lab.results.report import markdown
 from tests.conftest import ServerProcess, Stack
 
 
@@ -222,6 +223,44 @@ def test_a_damaged_results_file_is_refused_with_the_field_named(tmp_path: Path) 
     (folder / "results.json").write_text(json.dumps(doc))
     with pytest.raises(LabError, match=r"rungs\.0\.figures\.p99_ms: Field required"):
         load_results(folder)
+
+
+OLD_RESULTS = Path(__file__).parent / "data" / "results-444eba8.json"
+
+
+def key_paths(value: Any, path: str = "") -> set[str]:
+    """Every key's path in a JSON document, list items by position; free-form maps left opaque."""
+    if isinstance(value, list):
+        return {p for i, item in enumerate(value) for p in key_paths(item, f"{path}[{i}]")}
+    if not isinstance(value, dict):
+        return set()
+    paths = set()
+    for key, item in value.items():
+        paths.add(f"{path}.{key}")
+        if key not in ("config", "provenance", "k6_summary", "series", "seconds"):
+            paths |= key_paths(item, f"{path}.{key}")
+    return paths
+
+
+def test_a_results_file_written_before_the_models_still_loads_and_keeps_every_key() -> None:
+    # A real run's results.json from 444eba8 (TypedDicts), trimmed: k6 summaries and series cut short.
+    old = load_results(OLD_RESULTS)
+    assert [rung.label for rung in old.rungs] == ["one slot", "four slots"]
+    assert old.rungs[1].repeats[0].server.cpu_cores_mean is not None
+    assert "four slots cut the tail 10x" in markdown(old)
+    rewritten = json.loads(old.model_dump_json())
+    assert key_paths(json.loads(OLD_RESULTS.read_text())) <= key_paths(rewritten)
+
+
+def test_a_results_file_from_a_newer_tenk_with_fields_this_one_lacks_still_loads(tmp_path: Path) -> None:
+    doc = json.loads(repeated([("on", [1.0, 2.0])]).model_dump_json())
+    doc["rungs"][0]["figures"]["p999_ms"] = 12.5  # a figure some later version measures
+    doc["rungs"][0]["repeats"][0]["verdict"]["confidence"] = "high"
+    doc["generator_fleet"] = ["a", "b"]
+    folder = tmp_path / "newer"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(doc))
+    assert load_results(folder) == repeated([("on", [1.0, 2.0])])
 
 
 def test_results_round_trip_through_json_unchanged(tmp_path: Path) -> None:
