@@ -17,7 +17,7 @@ from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.processes import pin_tree
 from tenk.lab.measuring.runner import RunOptions, run_ladder
-from tenk.lab.results.figures import LoadFigures
+from tenk.lab.results.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
 from tests.conftest import Stack
 from tests.lab.test_capacity import lab_env, mix_file
 
@@ -94,11 +94,11 @@ def figures(util: float = 0.1, dropped: int = 0) -> LoadFigures:
     )  # fmt: skip
 
 
-def server(target: float, cores: dict[str, float], roles: dict[str, float], neighbours: float = 0.0) -> dict[str, Any]:
-    return {
-        "cpu_cores_mean": target, "neighbour_cores_mean": neighbours, "target_cpus": [0],
-        "core_busy_mean": cores, "roles_cores_mean": roles, "role_cpus": {role: [1] for role in roles},
-    }  # fmt: skip
+def server(target: float, cores: dict[str, float], roles: dict[str, float], neighbours: float = 0.0) -> ServerSample:
+    return ServerSample(
+        cpu_cores_mean=target, neighbour_cores_mean=neighbours, target_cpus=[0], core_busy_mean=cores,
+        roles_cores_mean=roles, role_cpus={role: [1] for role in roles},
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -113,27 +113,32 @@ def server(target: float, cores: dict[str, float], roles: dict[str, float], neig
         (figures(), server(0.3, {"0": 0.3, "1": 0.4}, {"k6": 0.2}), "undetermined"),
     ],
 )
-def test_each_ceiling_is_pinned_on_whoever_had_no_cpu_left(
-    fig: LoadFigures, sample: dict[str, Any], phrase: str
-) -> None:
+def test_each_ceiling_is_pinned_on_whoever_had_no_cpu_left(fig: LoadFigures, sample: ServerSample, phrase: str) -> None:
     assert attribute(fig, sample, 1.0).phrase().startswith(phrase)
 
 
 def test_the_ceiling_is_named_at_the_lowest_rate_that_failed_twice_not_at_a_stall() -> None:
     from tenk.lab.definition.ladder import RungConfig
-    from tenk.lab.measuring.capacity import CapacityResult, Step
     from tenk.lab.measuring.runner import _ceiling
 
     stall = server(0.3, {"0": 0.3, "1": 0.99}, {"postgres": 0.9})  # a neighbour burst, measured again: passed
     ceiling = server(0.97, {"0": 0.99, "1": 0.4}, {"postgres": 0.2})
     steps = [
-        Step(100, figures(), stall, False, ["p99", "unconfirmed: measured again"]),
-        Step(100, figures(), server(0.3, {"0": 0.3, "1": 0.3}, {}), True, []),
-        Step(200, figures(), ceiling, False, ["p99"]),
-        Step(200, figures(), ceiling, False, ["p99"]),
+        Step(rate=100, figures=figures(), server=stall, passed=False, reasons=["p99", "unconfirmed: measured again"]),
+        Step(rate=100, figures=figures(), server=server(0.3, {"0": 0.3, "1": 0.3}, {}), passed=True, reasons=[]),
+        Step(rate=200, figures=figures(), server=ceiling, passed=False, reasons=["p99"]),
+        Step(rate=200, figures=figures(), server=ceiling, passed=False, reasons=["p99"]),
     ]
-    result = CapacityResult(100, True, ["p99"], False, "plan", 1.0, steps)
-    assert _ceiling(result, figures(), {}, RungConfig(cpus="0")).phrase() == "target on CPU 0"
+    result = CapacityResult(
+        capacity=100,
+        converged=True,
+        limited_by=["p99"],
+        generator_limited=False,
+        plan="plan",
+        elapsed_s=1.0,
+        steps=steps,
+    )
+    assert _ceiling(result, figures(), ServerSample(), RungConfig(cpus="0")).phrase() == "target on CPU 0"
 
 
 def test_an_undetermined_ceiling_names_who_used_what_and_the_busiest_besides_the_target() -> None:
@@ -150,10 +155,11 @@ def test_an_undetermined_ceiling_names_who_used_what_and_the_busiest_besides_the
 def test_the_report_prints_an_undetermined_ceiling_with_its_attribution() -> None:
     from tenk.lab.results.report import headline
     from tests.lab.test_compare import figures as figures_doc
-    from tests.lab.test_compare import result
+    from tests.lab.test_compare import rung
 
-    rung = result([("a", figures_doc(100, 0, 10.0, 300.0))])["rungs"][0]
-    rung["mode"], rung["value"] = "capacity", 400
     phrase = attribute(figures(), server(0.45, {"0": 0.5, "1": 0.7}, {"k6": 0.4}), 1.0).phrase()
-    rung["verdict"] = {**rung["verdict"], "server_figure": False, "ceiling": phrase}
-    assert headline(rung) == f"≥ 400 req/s, limited by {phrase} (not the target's capacity)"
+    verdict = Verdict(server_figure=False, generator_bound=False, slo_met=False, notes=[], ceiling=phrase)
+    limited = rung(0, "a", figures_doc(100, 0, 10.0, 300.0)).model_copy(
+        update={"mode": "capacity", "value": 400, "verdict": verdict}
+    )
+    assert headline(limited) == f"≥ 400 req/s, limited by {phrase} (not the target's capacity)"

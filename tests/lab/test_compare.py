@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
@@ -19,55 +18,64 @@ from tenk.cli import main
 from tenk.lab.driving.k6 import k6_binary, segment_args
 from tenk.lab.errors import LabError
 from tenk.lab.results import latency
-from tenk.lab.results.compare import compare_rows, load_results, merge_results
-from tenk.lab.results.documents import ResultsDoc, results_doc
+from tenk.lab.results.compare import compare_rows, merge_results
+from tenk.lab.results.documents import (
+    EndpointFigures,
+    LoadFigures,
+    Results,
+    RungResult,
+    Verdict,
+    load_results,
+)
+from tenk.lab.results.report import markdown
 from tests.conftest import ServerProcess, Stack
 
 
-def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0) -> dict[str, Any]:
-    return {
-        "engine": "k6", "offered_rps": 1000.0, "duration_s": 10.0, "requests": requests, "rps": rps,
-        "p50_ms": p99 / 4, "p95_ms": p99 / 2, "p99_ms": p99, "max_ms": p99 * 2, "errors": errors,
-        "error_rate": errors / requests, "dropped": dropped, "generator_cpu_s": 1.0, "generator_cores_used": 0.1,
-        "generator_util": 0.1, "generator_cores": 1, "generator_bound": dropped > 0,
-        "generator_reasons": [], "segment": "",
-        "endpoints": {"a": {"requests": requests, "share": 1.0, "expected_share": 1.0, "p50_ms": 1.0,
-                            "p99_ms": p99, "error_rate": errors / requests}},
-    }  # fmt: skip
+def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0) -> LoadFigures:
+    endpoint = EndpointFigures(
+        requests=requests, share=1.0, expected_share=1.0, p50_ms=1.0, p99_ms=p99, error_rate=errors / requests
+    )
+    return LoadFigures(
+        engine="k6", offered_rps=1000.0, duration_s=10.0, requests=requests, rps=rps, p50_ms=p99 / 4,
+        p95_ms=p99 / 2, p99_ms=p99, max_ms=p99 * 2, errors=errors, error_rate=errors / requests, dropped=dropped,
+        generator_cpu_s=1.0, generator_cores_used=0.1, generator_util=0.1, generator_cores=1,
+        generator_bound=dropped > 0, endpoints={"a": endpoint},
+    )  # fmt: skip
 
 
-def result(label_values: list[tuple[str, dict[str, Any]]], segment: str = "") -> ResultsDoc:
-    rungs = [
-        {
-            "index": i, "label": label, "changed": "x", "changes": [], "multi_variable": False, "mode": "rate",
-            "value": f["rps"], "figures": f, "server": {}, "capacity": None, "config": {"slo_p99_ms": 100},
-            "verdict": {"server_figure": True, "generator_bound": False, "slo_met": True, "notes": []},
-        }
-        for i, (label, f) in enumerate(label_values)
-    ]  # fmt: skip
-    return results_doc({"ladder": "l", "created": "now", "segment": segment, "claims": [], "rungs": rungs})
+def rung(index: int, label: str, figures: LoadFigures) -> RungResult:
+    """A fixed-rate rung that measured `figures`: a server figure, the SLO met."""
+    return RungResult(
+        index=index, label=label, changed="x", changes=[], multi_variable=False, mode="rate", value=figures.rps,
+        figures=figures, config={"slo_p99_ms": 100},
+        verdict=Verdict(server_figure=True, generator_bound=False, slo_met=True, notes=[]),
+    )  # fmt: skip
+
+
+def result(label_values: list[tuple[str, LoadFigures]], segment: str = "") -> Results:
+    rungs = [rung(i, label, f) for i, (label, f) in enumerate(label_values)]
+    return Results(ladder="l", created="now", segment=segment, claims=[], rungs=rungs)
 
 
 def test_merged_counts_are_sums_and_percentiles_carry_bounds() -> None:
     a = result([("r", figures(5000, 5, 500.0, 20.0))], "1/2")
     b = result([("r", figures(3000, 9, 300.0, 40.0, dropped=2))], "2/2")
-    merged = merge_results([a, b])["rungs"][0]["figures"]
-    assert merged["requests"] == 8000
-    assert merged["errors"] == 14
-    assert merged["dropped"] == 2
-    assert merged["rps"] == 800.0
-    assert merged["error_rate"] == pytest.approx(14 / 8000)
-    assert merged["max_ms"] == 80.0
-    assert merged["p99_ms"] == pytest.approx((20 * 5000 + 40 * 3000) / 8000)
-    assert merged["p99_bounds_ms"] == [20.0, 40.0]
-    assert merged["generator_bound"]  # one segment dropped iterations: the whole run is flagged
-    assert merged["endpoints"]["a"]["requests"] == 8000
+    merged = merge_results([a, b]).rungs[0].figures
+    assert merged.requests == 8000
+    assert merged.errors == 14
+    assert merged.dropped == 2
+    assert merged.rps == 800.0
+    assert merged.error_rate == pytest.approx(14 / 8000)
+    assert merged.max_ms == 80.0
+    assert merged.p99_ms == pytest.approx((20 * 5000 + 40 * 3000) / 8000)
+    assert merged.p99_bounds_ms == [20.0, 40.0]
+    assert merged.generator_bound  # one segment dropped iterations: the whole run is flagged
+    assert merged.endpoints["a"].requests == 8000
 
 
 def test_segments_of_different_ladders_are_not_merged() -> None:
     a = result([("r", figures(10, 0, 1.0, 1.0))])
-    b = copy.deepcopy(a)
-    b["ladder"] = "other"
+    b = a.model_copy(update={"ladder": "other"})
     with pytest.raises(LabError):
         merge_results([a, b])
 
@@ -132,19 +140,21 @@ def test_two_k6_segments_of_one_script_merge_to_the_whole_run(
     assert (merged_dir / "report.html").exists()
 
 
-def repeated(label_values: list[tuple[str, list[float]]], provenance: dict[str, Any] | None = None) -> ResultsDoc:
+def repeated(label_values: list[tuple[str, list[float]]], provenance: dict[str, Any] | None = None) -> Results:
     """A result whose rungs each carry several repeats' goodput."""
-    doc = result([(label, figures(1000, 0, sorted(values)[len(values) // 2], 10.0)) for label, values in label_values])
-    for rung, (_, values) in zip(doc["rungs"], label_values, strict=True):
-        rung["repeats"] = [{**rung, "value": v, "figures": {**rung["figures"], "rps": v}} for v in values]
-    doc["provenance"] = provenance or {}
-    return doc
+    rungs = [
+        rung(index, label, figures(1000, 0, sorted(values)[len(values) // 2], 10.0)).model_copy(
+            update={"repeats": [rung(index, label, figures(1000, 0, v, 10.0)) for v in values]}
+        )
+        for index, (label, values) in enumerate(label_values)
+    ]
+    return Results(ladder="l", created="now", claims=[], rungs=rungs, provenance=provenance or {})
 
 
-def write(tmp_path: Path, name: str, doc: ResultsDoc) -> Path:
+def write(tmp_path: Path, name: str, doc: Results) -> Path:
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "results.json").write_text(json.dumps(doc))
+    (folder / "results.json").write_text(doc.model_dump_json(indent=2))
     return folder
 
 
@@ -191,28 +201,66 @@ def test_merged_segment_histograms_give_the_p99_of_all_samples_within_hdr_precis
         rows = ["metric_name,timestamp,metric_value,status"]
         rows += [f"http_req_duration,1,{ms:.6f},200" for ms in samples] + ["http_reqs,1,1.000000,200"]
         path.write_text("\n".join(rows) + "\n")
-        seg = figures(len(samples), 0, len(samples) / 10, 0.0)
         histogram = latency.histogram_from_k6_csv(path)
-        seg["p99_ms"] = latency.percentile_ms(histogram, 99)
-        seg["latency_hdr"] = latency.encode(histogram)
+        seg = figures(len(samples), 0, len(samples) / 10, 0.0).model_copy(
+            update={"p99_ms": latency.percentile_ms(histogram, 99), "latency_hdr": latency.encode(histogram)}
+        )
         parts.append(result([("r", seg)], f"{index}/2"))
-    merged = merge_results(parts)["rungs"][0]["figures"]
+    merged = merge_results(parts).rungs[0].figures
     union = sorted(round(ms * 1000) for ms in fast + slow)
     true_p99_ms = union[math.ceil(0.99 * len(union)) - 1] / 1000
-    assert merged["percentiles"].startswith("exact")
-    assert merged["p99_ms"] == pytest.approx(true_p99_ms, rel=2e-3)
-    weighted = parts[0]["rungs"][0]["figures"]["p99_ms"] * 20_000 + parts[1]["rungs"][0]["figures"]["p99_ms"] * 5_000
+    assert merged.percentiles.startswith("exact")
+    assert merged.p99_ms == pytest.approx(true_p99_ms, rel=2e-3)
+    weighted = parts[0].rungs[0].figures.p99_ms * 20_000 + parts[1].rungs[0].figures.p99_ms * 5_000
     assert abs(weighted / 25_000 - true_p99_ms) > 0.05 * true_p99_ms  # the old approximation was off
 
 
 def test_a_damaged_results_file_is_refused_with_the_field_named(tmp_path: Path) -> None:
-    doc = json.loads(json.dumps(repeated([("on", [1.0, 2.0])])))
+    doc = json.loads(repeated([("on", [1.0, 2.0])]).model_dump_json())
     del doc["rungs"][0]["figures"]["p99_ms"]
     folder = tmp_path / "damaged"
     folder.mkdir()
     (folder / "results.json").write_text(json.dumps(doc))
     with pytest.raises(LabError, match=r"rungs\.0\.figures\.p99_ms: Field required"):
         load_results(folder)
+
+
+OLD_RESULTS = Path(__file__).parent / "data" / "results-444eba8.json"
+
+
+def key_paths(value: Any, path: str = "") -> set[str]:
+    """Every key's path in a JSON document, list items by position; free-form maps left opaque."""
+    if isinstance(value, list):
+        return {p for i, item in enumerate(value) for p in key_paths(item, f"{path}[{i}]")}
+    if not isinstance(value, dict):
+        return set()
+    paths = set()
+    for key, item in value.items():
+        paths.add(f"{path}.{key}")
+        if key not in ("config", "provenance", "k6_summary", "series", "seconds"):
+            paths |= key_paths(item, f"{path}.{key}")
+    return paths
+
+
+def test_a_results_file_written_before_the_models_still_loads_and_keeps_every_key() -> None:
+    # A real run's results.json from 444eba8 (TypedDicts), trimmed: k6 summaries and series cut short.
+    old = load_results(OLD_RESULTS)
+    assert [rung.label for rung in old.rungs] == ["one slot", "four slots"]
+    assert old.rungs[1].repeats[0].server.cpu_cores_mean is not None
+    assert "four slots cut the tail 10x" in markdown(old)
+    rewritten = json.loads(old.model_dump_json())
+    assert key_paths(json.loads(OLD_RESULTS.read_text())) <= key_paths(rewritten)
+
+
+def test_a_results_file_from_a_newer_tenk_with_fields_this_one_lacks_still_loads(tmp_path: Path) -> None:
+    doc = json.loads(repeated([("on", [1.0, 2.0])]).model_dump_json())
+    doc["rungs"][0]["figures"]["p999_ms"] = 12.5  # a figure some later version measures
+    doc["rungs"][0]["repeats"][0]["verdict"]["confidence"] = "high"
+    doc["generator_fleet"] = ["a", "b"]
+    folder = tmp_path / "newer"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(doc))
+    assert load_results(folder) == repeated([("on", [1.0, 2.0])])
 
 
 def test_results_round_trip_through_json_unchanged(tmp_path: Path) -> None:
@@ -222,20 +270,20 @@ def test_results_round_trip_through_json_unchanged(tmp_path: Path) -> None:
 
 
 def test_segments_with_repeats_merge_repeat_by_repeat_then_take_the_median() -> None:
-    def segment(index: int, goodputs: list[float]) -> ResultsDoc:
-        doc = repeated([("r", goodputs)])
-        doc["segment"] = f"{index}/2"
-        for k, repeat in enumerate(doc["rungs"][0].get("repeats", [])):
+    def segment(index: int, goodputs: list[float]) -> Results:
+        doc = repeated([("r", goodputs)]).model_copy(update={"segment": f"{index}/2"})
+        for k, repeat in enumerate(doc.rungs[0].repeats):
             histogram = latency.new_histogram()
             latency.record_ms(histogram, [float(index * 10 + k)] * 100)
-            repeat["figures"]["latency_hdr"] = latency.encode(histogram)
-            repeat["figures"]["requests"] = 100
+            repeat.figures.latency_hdr = latency.encode(histogram)
+            repeat.figures.requests = 100
         return doc
 
-    merged = merge_results([segment(1, [100.0, 110.0]), segment(2, [200.0, 220.0])])["rungs"][0]
-    assert [r["value"] for r in merged.get("repeats", [])] == [300.0, 330.0]  # goodput adds up per repeat
-    assert merged.get("estimate", {}).get("values") == [300.0, 330.0]
-    first = merged.get("repeats", [])[0]["figures"]
-    assert first["percentiles"].startswith("exact")
-    assert first["requests"] == 200
-    assert first["p99_ms"] == pytest.approx(20.0, rel=1e-3)  # segment 2's 20 ms is the top 50 %
+    merged = merge_results([segment(1, [100.0, 110.0]), segment(2, [200.0, 220.0])]).rungs[0]
+    assert [r.value for r in merged.repeats] == [300.0, 330.0]  # goodput adds up per repeat
+    assert merged.estimate is not None
+    assert merged.estimate.values == (300.0, 330.0)
+    first = merged.repeats[0].figures
+    assert first.percentiles.startswith("exact")
+    assert first.requests == 200
+    assert first.p99_ms == pytest.approx(20.0, rel=1e-3)  # segment 2's 20 ms is the top 50 %

@@ -3,14 +3,12 @@ never evaluated: held, not held, or not measured when a quantity was not."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from tenk.lab.definition.expectations import HELD, NOT_HELD, NOT_MEASURED, ExpectationError, parse
-from tenk.lab.results.documents import ClaimDoc, RungDoc
+from tenk.lab.results.documents import Claim, RungResult, ServerSample
 from tenk.lab.results.report import check_expectations, claim_rows
-from tests.lab.test_compare import figures, result
+from tests.lab.test_compare import figures, result, rung
 
 MEASURED = {
     ("from_rung", "goodput"): 0.2,
@@ -54,27 +52,25 @@ def test_anything_but_the_small_grammar_is_refused(text: str) -> None:
         parse(text)
 
 
-def _rung(label: str, rps: float, max_in_flight: int) -> RungDoc:
-    rung: RungDoc = result([(label, figures(int(rps * 10), 0, rps, 100.0))])["rungs"][0]
-    rung["server"] = {"upstream": {"in_flight": 0, "max_in_flight": max_in_flight}}
-    return rung
+def _rung(label: str, rps: float, max_in_flight: int) -> RungResult:
+    server = ServerSample(upstream={"in_flight": 0, "max_in_flight": max_in_flight})
+    return rung(0, label, figures(int(rps * 10), 0, rps, 100.0)).model_copy(update={"server": server})
 
 
 def test_the_report_checks_a_qualitative_claim_with_the_values_it_compared() -> None:
-    claim: ClaimDoc = {
-        "text": "sync melts, async parks", "source": "001.txt", "from_rung": "sync", "to_rung": "async",
-        "metric": "rps", "claimed_ratio": None,
-        "expect": ["from_rung.goodput <= 0.1 * to_rung.goodput",
-                   "to_rung.upstream_in_flight_max >= 20 * from_rung.upstream_in_flight_max"],
-    }  # fmt: skip
+    claim = Claim(
+        text="sync melts, async parks", source="001.txt", from_rung="sync", to_rung="async", metric="rps",
+        claimed_ratio=None,
+        expect=("from_rung.goodput <= 0.1 * to_rung.goodput",
+                "to_rung.upstream_in_flight_max >= 20 * from_rung.upstream_in_flight_max"),
+    )  # fmt: skip
     melted, parked = _rung("sync", 0.2, 1), _rung("async", 39.0, 210)
     held, lines = check_expectations(claim, melted, parked)
     assert held == HELD
     assert lines[1].endswith("held (210 >= 20)")
     # The same claim against rungs where sync kept up is not held.
     assert check_expectations(claim, _rung("sync", 39.0, 200), parked)[0] == NOT_HELD
-    results: dict[str, Any] = dict(result([]))
-    results["rungs"], results["claims"] = [melted, parked], [claim]
-    row = claim_rows(results)[0]  # type: ignore[arg-type]
+    results = result([]).model_copy(update={"rungs": [melted, parked], "claims": [claim]})
+    row = claim_rows(results)[0]
     assert row["claimed"] == "qualitative"
     assert row["expectation"].startswith("held: ")

@@ -11,9 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter
 
-from tenk.lab.results.documents import CapacityDoc, ResultsDoc, StepDoc
+from tenk.lab.results.documents import CapacityResult, Claim, Results, Step
 from tenk.lab.results.report import charts, compare_rungs, html_report, markdown
 from tenk.lab.results.stats import INVALID
 from tests.lab.test_compare import figures, result
@@ -21,31 +20,30 @@ from tests.lab.test_compare import figures, result
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def sample_results() -> ResultsDoc:
+def sample_results() -> Results:
     results = result([("sync", figures(1000, 0, 100.0, 300.0)), ("async", figures(4000, 0, 400.0, 30.0))])
-    rungs = results["rungs"]
-    rungs[1]["multi_variable"] = True
     steps = [
-        {"rate": rate, "passed": p99 <= 100, "reasons": [], "figures": figures(rate * 5, 0, rate, p99), "server": {}}
+        Step(rate=rate, passed=p99 <= 100, reasons=[], figures=figures(rate * 5, 0, rate, p99))
         for rate, p99 in ((100, 10.0), (200, 12.0), (400, 30.0), (800, 900.0), (600, 150.0))
     ]
-    rungs[1]["mode"] = "capacity"
-    rungs[1]["value"] = 400
-    rungs[1]["capacity"] = TypeAdapter(CapacityDoc).validate_python(
-        {"capacity": 400, "converged": True, "limited_by": ["p99"], "generator_limited": False,
-         "plan": "capacity search: at most 8 steps", "elapsed_s": 30, "steps": steps}
+    search = CapacityResult(
+        capacity=400, converged=True, limited_by=["p99"], generator_limited=False,
+        plan="capacity search: at most 8 steps", elapsed_s=30, steps=steps,
     )  # fmt: skip
-    results["claims"] = [
-        {"text": "41x from sync to async", "source": "001.txt", "from_rung": "sync", "to_rung": "async",
-         "metric": "rps", "claimed_ratio": 41.4}
-    ]  # fmt: skip
-    return results
+    capacity_rung = results.rungs[1].model_copy(
+        update={"multi_variable": True, "mode": "capacity", "value": 400, "capacity": search}
+    )
+    claim = Claim(
+        text="41x from sync to async", source="001.txt", from_rung="sync", to_rung="async", metric="rps",
+        claimed_ratio=41.4,
+    )  # fmt: skip
+    return results.model_copy(update={"rungs": [results.rungs[0], capacity_rung], "claims": [claim]})
 
 
-def search_steps(results: ResultsDoc) -> list[StepDoc]:
-    search = results["rungs"][1]["capacity"]
+def search_steps(results: Results) -> list[Step]:
+    search = results.rungs[1].capacity
     assert search is not None
-    return search["steps"]
+    return search.steps
 
 
 def test_markdown_sets_each_claim_beside_the_measured_ratio() -> None:
@@ -85,7 +83,7 @@ def headless_dom(page: Path, profile: Path) -> str:
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make system-deps)")
 def test_html_report_charts_render_in_headless_chromium_with_axes_that_fit_the_data(tmp_path: Path) -> None:
     results = sample_results()
-    search_steps(results)[0]["figures"]["p99_ms"] = 0.0  # nothing completed: no log point
+    search_steps(results)[0].figures.p99_ms = 0.0  # nothing completed: no log point
     text = html_report(results)
     assert "<script src=" not in text  # plotly.js is inlined: the file works offline
     assert text.count('id="plotly-gz"') == 1  # and loaded once
@@ -120,8 +118,8 @@ def test_html_report_charts_render_in_headless_chromium_with_axes_that_fit_the_d
 def test_every_chart_axis_range_fits_the_data_even_with_zero_and_nan_latencies() -> None:
     results = sample_results()
     steps = search_steps(results)
-    steps[0]["figures"]["p99_ms"] = 0.0  # a step that completed nothing
-    steps[1]["figures"]["p50_ms"] = float("nan")
+    steps[0].figures.p99_ms = 0.0  # a step that completed nothing
+    steps[1].figures.p50_ms = float("nan")
     for chart_id, figure in charts(results):
         layout = figure.layout
         for axis in (layout.xaxis, layout.yaxis):
@@ -130,7 +128,7 @@ def test_every_chart_axis_range_fits_the_data_even_with_zero_and_nan_latencies()
             ys = [y for trace in figure.data for y in trace.y]
             assert all(y > 0 and math.isfinite(y) for y in ys), chart_id
             low, high = axis.range
-            drawn = [*ys, results["rungs"][0]["config"]["slo_p99_ms"]]
+            drawn = [*ys, results.rungs[0].config["slo_p99_ms"]]
             # The axis spans the data it draws, within a decade either side: never out to 1e48.
             assert math.log10(min(drawn)) - 1 <= low <= math.log10(min(drawn)), (chart_id, axis.range)
             assert math.log10(max(drawn)) <= high <= math.log10(max(drawn)) + 1, (chart_id, axis.range)
@@ -144,9 +142,8 @@ def test_report_opens_with_the_verdict_before_the_tables() -> None:
 
 def test_a_ceiling_that_is_not_the_targets_is_a_lower_bound_and_not_compared() -> None:
     results = sample_results()
-    sync, limited = results["rungs"]
-    limited["verdict"]["server_figure"] = False
-    limited["verdict"]["ceiling"] = "postgres on CPU 1"
+    sync, limited = results.rungs
+    limited.verdict = limited.verdict.model_copy(update={"server_figure": False, "ceiling": "postgres on CPU 1"})
     text = markdown(results)
     assert "≥ 400 req/s, limited by postgres on CPU 1 (not the target's capacity)" in text
     assert "invalid comparison: 'async' is limited by postgres on CPU 1, not the target" in text

@@ -27,6 +27,8 @@ def test_a_busy_neighbour_on_the_target_cpu_is_reported_and_not_counted_as_the_t
             process.wait()
     stats = sampler.stats
     assert len(stats.series) >= 3
+    assert stats.cpu_cores_mean is not None
+    assert stats.neighbour_cores_mean is not None
     assert stats.cpu_cores_mean < 0.05  # the sleeping target
     assert stats.neighbour_cores_mean > 0.5  # the spinning neighbour had the core
 
@@ -51,5 +53,6 @@ def test_the_target_tree_cpu_includes_its_children() -> None:
         parent.kill()
         parent.wait()
     assert child_cores > 0.02
+    assert sampler.stats.cpu_cores_mean is not None
     assert sampler.stats.cpu_cores_mean >= 0.7 * child_cores  # the child's CPU is counted as the target's
     assert sampler.stats.processes == 2

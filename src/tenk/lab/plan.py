@@ -14,12 +14,13 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import click
 
 from tenk.lab.definition.mixes import Mix, load_mix
 from tenk.lab.errors import LabError
+from tenk.lab.results.documents import RungResult, load_results
 
 Basis = Literal["measured", "projected"]
 
@@ -68,41 +69,32 @@ class Plan:
 
 @dataclass(frozen=True)
 class Rung:
+    """A measured rung, and the run folder it was read from (to cite)."""
+
     run: Path
-    index: int
-    label: str
-    data: dict[str, Any]
+    data: RungResult
 
     @property
     def cite(self) -> str:
-        return f"{self.run.name}, rung {self.index + 1} ({self.label})"
+        return f"{self.run.name}, rung {self.data.index + 1} ({self.data.label})"
 
 
 def load_rungs(results: Path) -> list[Rung]:
     """Every rung of every results.json under `results` (a run folder, or a folder of them)."""
     files = [results] if results.is_file() else sorted(results.rglob("results.json"))
-    rungs = []
-    for path in files:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise LabError(f"{path}: not a results.json ({exc})") from None
-        for number, rung in enumerate(data.get("rungs", [])):
-            rungs.append(Rung(path.parent, rung.get("index", number), str(rung.get("label", number)), rung))
-    return rungs
+    return [Rung(path.parent, rung) for path in files for rung in load_results(path).rungs]
 
 
-def cpu_ms_per_request(rung: dict[str, Any]) -> float | None:
+def cpu_ms_per_request(rung: RungResult) -> float | None:
     # The report's definition; imported here, not at the top: the report pulls in plotly, and `tenk`
     # loads this module to register the command.
-    from tenk.lab.results.documents import RungDoc
     from tenk.lab.results.report import cpu_ms_per_request as measured
 
-    return measured(cast(RungDoc, rung))
+    return measured(rung)
 
 
 def _mix_name(rung: Rung) -> str:
-    return Path(str(rung.data.get("config", {}).get("mix", ""))).stem
+    return Path(str(rung.data.config.get("mix", ""))).stem
 
 
 def pick_rung(rungs: list[Rung], mix: str, p99_ms: float) -> Rung:
@@ -112,8 +104,8 @@ def pick_rung(rungs: list[Rung], mix: str, p99_ms: float) -> Rung:
         rung
         for rung in rungs
         if _mix_name(rung) == mix
-        and rung.data.get("verdict", {}).get("server_figure")
-        and rung.data["figures"].get("p99_ms", math.inf) <= p99_ms
+        and rung.data.verdict.server_figure
+        and rung.data.figures.p99_ms <= p99_ms
         and cpu_ms_per_request(rung.data) is not None
     ]
     if not candidates:
@@ -144,8 +136,8 @@ def make_plan(
     mix = load_mix(mix_name)
     rung = pick_rung(load_rungs(results), mix.name, p99_ms)
     plan = Plan(rps=rps, mix=mix.name, p99_ms=p99_ms)
-    figures, server = rung.data["figures"], rung.data.get("server") or {}
-    measured_rps = float(figures["rps"])
+    figures, server = rung.data.figures, rung.data.server
+    measured_rps = figures.rps
 
     # API processes: CPU per request is the figure that repeats on a busy machine (README, "Measured here").
     cpu_ms = plan.add(
@@ -154,7 +146,7 @@ def make_plan(
         "CPU ms",
         "measured",
         rung.cite,
-        f"target CPU {server.get('cpu_cores_mean')} cores / {measured_rps:.0f} req/s at p99 {figures['p99_ms']} ms",
+        f"target CPU {server.cpu_cores_mean} cores / {measured_rps:.0f} req/s at p99 {figures.p99_ms} ms",
     )
     cores = plan.add(
         "api_cores",
@@ -172,8 +164,8 @@ def make_plan(
         rung.cite,
         f"{cores} cores at {TARGET_CPU_UTILISATION:.0%} of a 1-core request (the HPA target); at least 2",
     )
-    workers_per_target = int(rung.data.get("config", {}).get("workers", 1) or 1)
-    rss = float(server.get("rss_mb_max") or 0.0)
+    workers_per_target = int(rung.data.config.get("workers", 1) or 1)
+    rss = server.rss_mb_max or 0.0
     if rss:
         plan.add(
             "api_memory_request_mb",
@@ -187,16 +179,16 @@ def make_plan(
         plan.not_measured.append("API memory: the rung has no RSS sample")
 
     # Postgres: Little's law, L = lambda x W, per endpoint that holds a connection for its whole request.
-    endpoints = figures.get("endpoints") or {}
+    endpoints = figures.endpoints
     kinds = {e.name: e.kind for e in mix.endpoints}
     in_use = 0.0
     terms = []
     for name, measured in endpoints.items():
         if kinds.get(name) in POSTGRES_KINDS:
-            arrival = rps * float(measured["share"])
-            hold_s = float(measured["p99_ms"]) / 1000
+            arrival = rps * measured.share
+            hold_s = measured.p99_ms / 1000
             in_use += arrival * hold_s
-            terms.append(f"{name} {arrival:.0f}/s x {measured['p99_ms']} ms")
+            terms.append(f"{name} {arrival:.0f}/s x {measured.p99_ms} ms")
     if terms:
         total = plan.add(
             "postgres_connections_in_use",

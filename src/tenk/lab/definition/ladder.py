@@ -21,6 +21,7 @@ from tenk.lab.definition._tomlpos import locate
 from tenk.lab.definition.fields import RungFields, RungTable, explain
 from tenk.lab.definition.mixes import Mix, load_mix
 from tenk.lab.errors import ConfigError
+from tenk.lab.results.documents import Claim as Claim  # the claim a ladder states is the one results.json carries
 
 DEFAULT_REPEATS = 3
 METRICS = ("rps", "capacity", "p99_ms", "errors", "cpu_ms")
@@ -119,19 +120,6 @@ class Rung:
         if self.index == 0:
             return "baseline"
         return "; ".join(str(c) for c in self.changes) or "nothing (repeat)"
-
-
-@dataclass(frozen=True)
-class Claim:
-    text: str
-    source: str
-    from_rung: str
-    to_rung: str
-    metric: str
-    # None for a qualitative claim: it states `expect` instead of a ratio.
-    claimed_ratio: float | None
-    # Inequalities between the two rungs' quantities (see `expectations`); all must hold.
-    expect: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from tenk.lab.driving.generator import generator_verdict, run_measured
 from tenk.lab.driving.k6script import ERROR_REASONS, k6_script
 from tenk.lab.driving.live import LiveTail, Second
 from tenk.lab.errors import LabError
-from tenk.lab.results.figures import EndpointFigures, LoadFigures
+from tenk.lab.results.documents import EndpointFigures, LoadFigures
 from tenk.lab.results.latency import encode, histogram_from_k6_csv
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from tenk.lab.definition.mixes import PLACEHOLDER, Endpoint, Mix, Var, placeholder_value, template_pieces
 from tenk.lab.driving.generator import generator_verdict, run_measured
 from tenk.lab.errors import LabError
-from tenk.lab.results.figures import LoadFigures
+from tenk.lab.results.documents import LoadFigures
 
 
 def wrk_binary() -> str | None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from tenk.lab.results.figures import LoadFigures
+from tenk.lab.results.documents import CapacityResult, LoadFigures, ServerSample, Step
 
 MAX_ERROR_RATE = 0.001
 # k6 start-up, graceful stop and the pause between steps, per step, beyond its measured seconds.
@@ -59,60 +58,15 @@ def step_failures(figures: LoadFigures, slo_p99_ms: float) -> list[str]:
     return reasons
 
 
-@dataclass
-class Step:
-    rate: float
-    figures: LoadFigures
-    server: dict[str, Any]
-    passed: bool
-    reasons: list[str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rate": self.rate,
-            "passed": self.passed,
-            "reasons": self.reasons,
-            "figures": self.figures.to_json(),
-            "server": self.server,
-        }
-
-
-@dataclass
-class CapacityResult:
-    capacity: float  # highest passing rate; 0 when no step passed
-    converged: bool
-    limited_by: list[str]  # why the lowest failing step failed
-    generator_limited: bool  # the ceiling was the generator's: capacity is a lower bound
-    plan: str
-    elapsed_s: float
-    steps: list[Step] = field(default_factory=list)
-
-    @property
-    def best(self) -> Step | None:
-        passing = [step for step in self.steps if step.passed and step.rate == self.capacity]
-        return passing[-1] if passing else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "capacity": self.capacity,
-            "converged": self.converged,
-            "limited_by": self.limited_by,
-            "generator_limited": self.generator_limited,
-            "plan": self.plan,
-            "elapsed_s": round(self.elapsed_s, 1),
-            "steps": [step.to_json() for step in self.steps],
-        }
-
-
-Measure = Callable[[float, int], tuple[LoadFigures, dict[str, Any]]]
+Measure = Callable[[float, int], tuple[LoadFigures, ServerSample]]
 # Further reasons a step fails, from its server sample (e.g. the ingest backlog grew).
-Judge = Callable[[dict[str, Any]], list[str]]
+Judge = Callable[[ServerSample], list[str]]
 
 
 def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> CapacityResult:
     """Run the search; `measure(rate, step_number)` runs one step and returns its figures and server stats."""
 
-    def failures(figures: LoadFigures, server: dict[str, Any]) -> list[str]:
+    def failures(figures: LoadFigures, server: ServerSample) -> list[str]:
         return step_failures(figures, plan.slo_p99_ms) + (judge(server) if judge is not None else [])
 
     started = time.monotonic()
@@ -125,14 +79,14 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
     while len(steps) < plan.max_steps:
         figures, server = measure(rate, len(steps) + 1)
         reasons = failures(figures, server)
-        steps.append(Step(rate, figures, server, not reasons, reasons))
+        steps.append(Step(rate=rate, figures=figures, server=server, passed=not reasons, reasons=reasons))
         if reasons and plan.confirm_failures and len(steps) < plan.max_steps:
             # One stall (a neighbour on the target's core, a GC pause) can fail a short step;
             # a rate fails only if it fails twice in a row. Both steps are kept.
             steps[-1].reasons = [*reasons, "unconfirmed: measured again"]
             figures, server = measure(rate, len(steps) + 1)
             reasons = failures(figures, server)
-            steps.append(Step(rate, figures, server, not reasons, reasons))
+            steps.append(Step(rate=rate, figures=figures, server=server, passed=not reasons, reasons=reasons))
         if not reasons:
             low = max(low, rate)
         elif high is None or rate < high:
@@ -161,6 +115,6 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
         limited_by=high_reasons,
         generator_limited=generator_limited,
         plan=plan.describe(),
-        elapsed_s=time.monotonic() - started,
+        elapsed_s=round(time.monotonic() - started, 1),
         steps=steps,
     )

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tenk.lab.driving.live import Second
-from tenk.lab.results.figures import LoadFigures
+from tenk.lab.results.documents import LoadFigures
 
 
 class Progress(Protocol):

@@ -3,7 +3,6 @@ server figures, and the files in `results/<ladder>-<timestamp>/`."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -19,8 +18,8 @@ from tenk.lab.definition.mixes import Mix
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.wrk import run_wrk
 from tenk.lab.errors import LabError
-from tenk.lab.measuring.bottleneck import Bottleneck, attribute, ingest_behind, kept_up
-from tenk.lab.measuring.capacity import CapacityResult, SearchPlan, search, step_failures
+from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up
+from tenk.lab.measuring.capacity import SearchPlan, search, step_failures
 from tenk.lab.measuring.processes import (
     ProcessSet,
     ensure_stack,
@@ -55,8 +54,16 @@ from tenk.lab.measuring.state import (
     reset_upstream,
     upstream_snapshot,
 )
-from tenk.lab.results.documents import RungDoc, results_doc, rung_doc
-from tenk.lab.results.figures import LoadFigures
+from tenk.lab.results.documents import (
+    Bottleneck,
+    CapacityResult,
+    LoadFigures,
+    Metrics,
+    Results,
+    RungResult,
+    ServerSample,
+    Verdict,
+)
 from tenk.lab.results.summary import summarise_rung
 from tenk.stack import EmbeddedRedis
 
@@ -182,7 +189,7 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
     api_key = _api_key(env, ladder)
     stack = None
     started_at = time.monotonic()
-    measured: dict[int, list[RungDoc]] = {rung.index: [] for rung in ladder.rungs}
+    measured: dict[int, list[RungResult]] = {rung.index: [] for rung in ladder.rungs}
     try:
         if options.base_url is None and _needs_stack(ladder):
             stack = ensure_stack(env, other_cpus(ladder.rungs[0].config.cpus))
@@ -208,21 +215,21 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
 
     rungs = [summarise_rung(measured[rung.index]) for rung in ladder.rungs if measured[rung.index]]
     for rung_result in rungs:
-        (out / f"rung-{rung_result['index'] + 1:02d}.json").write_text(json.dumps(rung_result, indent=2))
-    results = results_doc({
-        "ladder": ladder.name,
-        "description": ladder.description,
-        "source": str(ladder.path),
-        "created": stamp,
-        "segment": options.segment,
-        "repeats": repeats,
-        "elapsed_s": round(time.monotonic() - started_at, 1),
-        "time_bound_s": round(bound),
-        "provenance": provenance(ladder, env),
-        "claims": [asdict(claim) for claim in ladder.claims],
-        "rungs": rungs,
-    })  # fmt: skip
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+        (out / f"rung-{rung_result.index + 1:02d}.json").write_text(rung_result.model_dump_json(indent=2))
+    results = Results(
+        ladder=ladder.name,
+        description=ladder.description,
+        source=str(ladder.path),
+        created=stamp,
+        segment=options.segment,
+        repeats=repeats,
+        elapsed_s=round(time.monotonic() - started_at, 1),
+        time_bound_s=round(bound),
+        provenance=provenance(ladder, env),
+        claims=list(ladder.claims),
+        rungs=rungs,
+    )
+    (out / "results.json").write_text(results.model_dump_json(indent=2))
     write_reports(results, out)
     return out
 
@@ -237,7 +244,7 @@ def run_rung(
     repeat: int = 0,
     dependencies: Mapping[str, int] | None = None,
     owns_redis: bool = False,
-) -> RungDoc:
+) -> RungResult:
     config = rung.config
     progress = options.progress
     helper_cpus = other_cpus(config.cpus)
@@ -278,7 +285,7 @@ def run_rung(
 
         def measure(
             phase: str, rate: float, number: int, duration_s: float
-        ) -> tuple[LoadFigures, dict[str, Any], dict[str, Any]]:
+        ) -> tuple[LoadFigures, ServerSample, dict[str, Any]]:
             step_dir = rung_dir / f"{phase}-{number:02d}"
 
             def tick(elapsed: float) -> None:
@@ -309,22 +316,22 @@ def run_rung(
                         keep_latencies=phase == "run" and options.stream,
                         on_second=lambda second: progress.second(second, _latest_cores(sampler)),
                     )  # fmt: skip
-            server = sampler.stats.to_json() if sampler is not None else {}
+            server = sampler.stats if sampler is not None else ServerSample()
             if upstream_url:
-                server["upstream"] = upstream_snapshot(upstream_url)
+                server.upstream = upstream_snapshot(upstream_url)
             if gauges is not None:
-                server["gauges"] = gauges.to_json()
+                server.gauges = gauges.to_json()
             if dsn:
                 ingest_end = ingest_snapshot(base_url, api_key) if watch_backlog else {}
                 rows = landed(dsn, window_start, db_now(dsn))
-                server["ingest"] = ingest_figures(ingest_start, ingest_end, rows, figures.duration_s)
+                server.ingest = ingest_figures(ingest_start, ingest_end, rows, figures.duration_s)
             failures = step_failures(figures, config.slo_p99_ms) + judge(server)
             verdict = "generator-bound" if figures.generator_bound else "pass" if not failures else "fail"
             progress.step_done(phase, rate if config.engine == "k6" else 0.0, figures, verdict)
             return figures, server, raw
 
-        def judge(server: dict[str, Any]) -> list[str]:
-            return backlog_failures(server.get("ingest") or {}) if config.pass_if_backlog_stable else []
+        def judge(server: ServerSample) -> list[str]:
+            return backlog_failures(server.ingest) if config.pass_if_backlog_stable else []
 
         first_rate = config.start_rate if config.capacity else config.rate
         if config.warmup_s > 0:
@@ -342,7 +349,7 @@ def run_rung(
             progress.note(plan.describe())
             raws: dict[float, dict[str, Any]] = {}
 
-            def step(rate: float, number: int) -> tuple[LoadFigures, dict[str, Any]]:
+            def step(rate: float, number: int) -> tuple[LoadFigures, ServerSample]:
                 figures, server, raw = measure("step", rate, number, config.step_s)
                 raws[rate] = raw
                 if step_failures(figures, config.slo_p99_ms) + judge(server):
@@ -369,8 +376,8 @@ def run_rung(
     result = _rung_result(
         rung, figures, server, raw, capacity, before, after, time.monotonic() - started, judge(server)
     )
-    result["repeat"] = repeat + 1
-    result["reset"] = reset
+    result.repeat = repeat + 1
+    result.reset = reset
     return result
 
 
@@ -395,7 +402,7 @@ def _target_cores(config: RungConfig) -> float:
 def _ceiling(
     capacity: CapacityResult | None,
     figures: LoadFigures,
-    server: dict[str, Any],
+    server: ServerSample,
     config: RungConfig,
     extra_failures: list[str] | None = None,
 ) -> Bottleneck:
@@ -412,19 +419,19 @@ def _ceiling(
     elif not step_failures(figures, config.slo_p99_ms) and not extra_failures:
         return kept_up()
     slo_failures = step_failures(figures, config.slo_p99_ms)
-    if config.pass_if_backlog_stable and backlog_failures(server.get("ingest") or {}):
+    if config.pass_if_backlog_stable and backlog_failures(server.ingest):
         # The backlog grew even at the rate the generator managed to offer, so the writers were behind
         # whatever else failed the step (a busy generator dropping iterations, say): name them.
         return ingest_behind(server, also=slo_failures)
     return attribute(figures, server, cores)
 
 
-def cpu_ms_per_request(server: dict[str, Any], goodput: float) -> dict[str, float]:
+def cpu_ms_per_request(server: ServerSample, goodput: float) -> dict[str, float]:
     """CPU ms per successful request for the target and every other sampled process."""
-    if not server or goodput <= 0:
+    if server.cpu_cores_mean is None or goodput <= 0:
         return {}
-    out = {"target": round(server.get("cpu_cores_mean", 0.0) * 1000 / goodput, 4)}
-    for role, cores in server.get("roles_cores_mean", {}).items():
+    out = {"target": round(server.cpu_cores_mean * 1000 / goodput, 4)}
+    for role, cores in server.roles_cores_mean.items():
         out[role] = round(cores * 1000 / goodput, 4)
     return out
 
@@ -432,14 +439,14 @@ def cpu_ms_per_request(server: dict[str, Any], goodput: float) -> dict[str, floa
 def _rung_result(
     rung: Rung,
     figures: LoadFigures,
-    server: dict[str, Any],
+    server: ServerSample,
     raw: dict[str, Any],
     capacity: CapacityResult | None,
     before: dict[str, float],
     after: dict[str, float],
     elapsed_s: float,
     extra_failures: list[str] | None = None,
-) -> RungDoc:
+) -> RungResult:
     config = rung.config
     failures = step_failures(figures, config.slo_p99_ms) + list(extra_failures or [])
     notes = []
@@ -447,7 +454,7 @@ def _rung_result(
         notes.append("closed loop (wrk): latency hides queueing; throughput only")
     if rung.multi_variable:
         notes.append(f"multi-variable rung ({len(rung.changes)} changes): no single cause")
-    neighbours = (server or {}).get("neighbour_cores_mean", 0.0)
+    neighbours = server.neighbour_cores_mean or 0.0
     if neighbours > NEIGHBOUR_NOTE_CORES:
         notes.append(
             f"contended: other processes kept {neighbours:.2f} cores of the target's CPUs busy; "
@@ -470,30 +477,30 @@ def _rung_result(
         elif failures:
             notes.append("; ".join(failures))
     cpu_ms = cpu_ms_per_request(server, figures.rps)
-    return rung_doc({
-        "index": rung.index,
-        "label": rung.label,
-        "changed": rung.changed,
-        "changes": [str(c) for c in rung.changes],
-        "multi_variable": rung.multi_variable,
-        "allow_multi": rung.allow_multi,
-        "config": asdict(config),
-        "mode": "capacity" if capacity is not None else "rate",
-        "value": value,
-        "figures": figures.to_json(),
-        "server": server,
-        "capacity": capacity.to_json() if capacity is not None else None,
-        "metrics": {"scraped": bool(after), "delta": metrics_delta(before, after), "gauges": metrics_gauges(after)},
-        "bottleneck": bottleneck.to_json(),
-        "cpu_ms": cpu_ms,
-        "projected_rps_per_core": round(1000 / cpu_ms["target"], 1) if cpu_ms.get("target") else None,
-        "k6_summary": raw,
-        "verdict": {
-            "server_figure": ok,
-            "ceiling": bottleneck.phrase(),
-            "generator_bound": figures.generator_bound,
-            "slo_met": not failures,
-            "notes": notes,
-        },
-        "elapsed_s": round(elapsed_s, 1),
-    })  # fmt: skip
+    return RungResult(
+        index=rung.index,
+        label=rung.label,
+        changed=rung.changed,
+        changes=[str(c) for c in rung.changes],
+        multi_variable=rung.multi_variable,
+        allow_multi=rung.allow_multi,
+        config=asdict(config),
+        mode="capacity" if capacity is not None else "rate",
+        value=value,
+        figures=figures,
+        server=server,
+        capacity=capacity,
+        metrics=Metrics(scraped=bool(after), delta=metrics_delta(before, after), gauges=metrics_gauges(after)),
+        bottleneck=bottleneck,
+        cpu_ms=cpu_ms,
+        projected_rps_per_core=round(1000 / cpu_ms["target"], 1) if cpu_ms.get("target") else None,
+        k6_summary=raw,
+        verdict=Verdict(
+            server_figure=ok,
+            ceiling=bottleneck.phrase(),
+            generator_bound=figures.generator_bound,
+            slo_met=not failures,
+            notes=notes,
+        ),
+        elapsed_s=round(elapsed_s, 1),
+    )

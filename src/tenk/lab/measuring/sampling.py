@@ -6,35 +6,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-
-@dataclass
-class ServerStats:
-    cpu_cores_mean: float = 0.0  # CPU seconds per second, summed over the tree: 1.0 = one core busy
-    cpu_cores_max: float = 0.0
-    rss_mb_max: float = 0.0
-    rss_mb_last: float = 0.0
-    processes: int = 0
-    # Busy cores on the target's CPU set that were not the target: other tenants of those cores.
-    neighbour_cores_mean: float = 0.0
-    target_cpus: list[int] = field(default_factory=list)
-    # Every other process the lab started or knows (generator, postgres, redis, mock-upstream,
-    # workers): mean cores busy, and the CPUs each may run on.
-    roles_cores_mean: dict[str, float] = field(default_factory=dict)
-    role_cpus: dict[str, list[int]] = field(default_factory=dict)
-    # Each core's busy share (0..1), whoever kept it busy.
-    core_busy_mean: dict[str, float] = field(default_factory=dict)
-    series: list[dict[str, float]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
+from tenk.lab.results.documents import ServerSample
 
 Known = Callable[[], dict[str, int]]
 
@@ -77,7 +55,7 @@ class TreeSampler:
         self._core_sums: list[float] = []
         self._role_samples = 0
         self._started = 0.0
-        self.stats = ServerStats(target_cpus=list(self.cpus))
+        self.stats = ServerSample(target_cpus=list(self.cpus))
 
     def __enter__(self) -> TreeSampler:
         self._started = time.monotonic()

@@ -1,45 +1,50 @@
-"""The shapes of the lab's JSON documents: `results.json`, and each rung, step and server sample in it.
+"""The lab's data, each shape declared once: `results.json` and every rung, step, figure, server
+sample, bottleneck, verdict, estimate and claim in it.
 
-The runner writes these, `report`, `compare` and `merge` read them; all of them are typed by
-these definitions (mypy checks every key), and `load_results` validates a file against them
-with pydantic before anything reads it, so a damaged or foreign file fails with the field named
-instead of a KeyError deep in a report. The figures inside are `LoadFigures.to_json()`.
+The runner builds these, `report`, `compare`, `merge` and `plan` read them by attribute. A file
+makes one round trip: `Results.model_dump_json` writes it, `load_results` validates it with
+`model_validate_json`, so a damaged or foreign file fails with the field named instead of an
+AttributeError deep in a report.
+
+Unknown keys are ignored (`extra="ignore"`), deliberately: a results.json written by a newer tenk,
+with a field this one does not know, still loads for `compare` against an older baseline, which
+is what results files are kept for. Typos are caught where they are made instead: every document
+is built with keyword constructors that mypy checks (pydantic's plugin), and a missing required
+field still fails the load. Fields added since the first files were written have defaults, so
+those files load too.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired
+from pathlib import Path
+from typing import Any, Literal
 
-# pydantic validates TypedDicts only from typing_extensions before Python 3.12.
-from pydantic import TypeAdapter
-from typing_extensions import TypedDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tenk.lab.results.figures import LoadFigures
+from tenk.lab.errors import LabError
 
 
-class EstimateDoc(TypedDict):
+class Document(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Estimate(Document):
+    """A figure measured several times: its median and a 95 % bootstrap interval of that median."""
+
+    model_config = ConfigDict(frozen=True)
+
     median: float
     low: float
     high: float
-    values: list[float]
+    values: tuple[float, ...]
+
+    def show(self, digits: int = 0) -> str:
+        if len(self.values) < 2:
+            return f"{self.median:,.{digits}f}"
+        return f"{self.median:,.{digits}f} [{self.low:,.{digits}f}–{self.high:,.{digits}f}]"
 
 
-class BottleneckDoc(TypedDict):
-    kind: str
-    name: str
-    cpus: list[int]
-    detail: str
-
-
-class VerdictDoc(TypedDict):
-    server_figure: bool
-    generator_bound: bool
-    slo_met: bool
-    notes: list[str]
-    ceiling: NotRequired[str]
-
-
-class EndpointDoc(TypedDict):
+class EndpointFigures(Document):
     requests: int
     share: float
     expected_share: float
@@ -48,12 +53,14 @@ class EndpointDoc(TypedDict):
     error_rate: float
 
 
-class FiguresDoc(TypedDict):
-    engine: str
-    offered_rps: float
+class LoadFigures(Document):
+    """What one load run measured, in the engine-independent shape every report and merge reads."""
+
+    engine: str  # "k6" (open loop) or "wrk" (closed loop)
+    offered_rps: float  # the arrival rate asked for; 0 for closed-loop runs
     duration_s: float
     requests: int
-    rps: float
+    rps: float  # goodput: only requests answered with an expected status count
     p50_ms: float
     p95_ms: float
     p99_ms: float
@@ -66,133 +73,199 @@ class FiguresDoc(TypedDict):
     generator_util: float
     generator_cores: int
     generator_bound: bool
-    generator_reasons: list[str]
-    endpoints: dict[str, EndpointDoc]
-    segment: str
-    errors_by_reason: NotRequired[dict[str, int]]
-    latency_hdr: NotRequired[str]
-    seconds: NotRequired[list[dict[str, float]]]
+    generator_reasons: list[str] = Field(default_factory=list)
+    endpoints: dict[str, EndpointFigures] = Field(default_factory=dict)
+    segment: str = ""
+    # Failed requests by reason: "status_503", "timeout", "refused", "reset", "network", ...
+    errors_by_reason: dict[str, int] = Field(default_factory=dict)
+    # Every request's latency as an encoded HdrHistogram (fixed-rate runs; see tenk.lab.results.latency).
+    latency_hdr: str = ""
+    # Fixed-rate runs: each second's offered rate, goodput, errors and p99 (the live view's figures).
+    seconds: list[dict[str, Any]] = Field(default_factory=list)
     # After a merge: how the percentiles were obtained, and the segments' extremes.
-    percentiles: NotRequired[str]
-    p50_bounds_ms: NotRequired[list[float]]
-    p95_bounds_ms: NotRequired[list[float]]
-    p99_bounds_ms: NotRequired[list[float]]
+    percentiles: str = ""
+    p50_bounds_ms: list[float] = Field(default_factory=list)
+    p95_bounds_ms: list[float] = Field(default_factory=list)
+    p99_bounds_ms: list[float] = Field(default_factory=list)
 
 
-class ServerDoc(TypedDict, total=False):
-    cpu_cores_mean: float
-    cpu_cores_max: float
-    rss_mb_max: float
-    rss_mb_last: float
-    processes: int
-    neighbour_cores_mean: float
-    target_cpus: list[int]
-    roles_cores_mean: dict[str, float]
-    role_cpus: dict[str, list[int]]
-    core_busy_mean: dict[str, float]
-    series: list[dict[str, float]]
-    upstream: dict[str, Any]
-    ingest: dict[str, Any]
-    gauges: dict[str, Any]
+class ServerSample(Document):
+    """The target's process tree sampled each second during a step, and what else was read beside it.
+
+    Every figure is None (absent from older files) when the target was not sampled: a generator-only
+    machine, or a step too short for one sample.
+    """
+
+    cpu_cores_mean: float | None = None  # CPU seconds per second, summed over the tree: 1.0 = one core busy
+    cpu_cores_max: float | None = None
+    rss_mb_max: float | None = None
+    rss_mb_last: float | None = None
+    processes: int = 0
+    # Busy cores on the target's CPU set that were not the target: other tenants of those cores.
+    neighbour_cores_mean: float | None = None
+    target_cpus: list[int] = Field(default_factory=list)
+    # Every other process the lab started or knows (generator, postgres, redis, mock-upstream,
+    # workers): mean cores busy, and the CPUs each may run on.
+    roles_cores_mean: dict[str, float] = Field(default_factory=dict)
+    role_cpus: dict[str, list[int]] = Field(default_factory=dict)
+    # Each core's busy share (0..1), whoever kept it busy.
+    core_busy_mean: dict[str, float] = Field(default_factory=dict)
+    series: list[dict[str, float]] = Field(default_factory=list)
+    # The mock upstream's counters, the target's polled gauges and the ingest figures, when measured.
+    upstream: dict[str, Any] = Field(default_factory=dict)
+    gauges: dict[str, Any] = Field(default_factory=dict)
+    ingest: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def sampled(self) -> bool:
+        return self.cpu_cores_mean is not None or bool(self.upstream or self.gauges or self.ingest)
 
 
-class StepDoc(TypedDict):
+# What kind of party set a ceiling.
+TARGET = "target"
+GENERATOR = "generator"
+DEPENDENCY = "dependency"
+NEIGHBOURS = "neighbours"
+UNDETERMINED = "undetermined"
+NONE = "none"
+
+
+class Bottleneck(Document):
+    model_config = ConfigDict(frozen=True)
+
+    kind: str  # one of TARGET, GENERATOR, DEPENDENCY, NEIGHBOURS, UNDETERMINED, NONE
+    name: str  # "target", "k6", "postgres", ... ("" when kind is NONE)
+    cpus: list[int] = Field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def is_target(self) -> bool:
+        return self.kind == TARGET
+
+    def phrase(self) -> str:
+        if self.kind == NONE:
+            return "no ceiling reached"
+        if self.kind == UNDETERMINED:
+            return f"undetermined ({self.detail})"
+        where = f" on CPU {','.join(str(c) for c in self.cpus)}" if self.cpus else ""
+        return f"{self.name}{where}"
+
+
+class Step(Document):
+    """One step of a capacity search: the rate offered, what it measured, and whether it passed."""
+
     rate: float
     passed: bool
     reasons: list[str]
-    figures: FiguresDoc
-    server: ServerDoc
+    figures: LoadFigures
+    server: ServerSample = Field(default_factory=ServerSample)
 
 
-class CapacityDoc(TypedDict):
-    capacity: float
+class CapacityResult(Document):
+    capacity: float  # highest passing rate; 0 when no step passed
     converged: bool
-    limited_by: list[str]
-    generator_limited: bool
+    limited_by: list[str]  # why the lowest failing step failed
+    generator_limited: bool  # the ceiling was the generator's: capacity is a lower bound
     plan: str
     elapsed_s: float
-    steps: list[StepDoc]
+    steps: list[Step] = Field(default_factory=list)
+
+    @property
+    def best(self) -> Step | None:
+        passing = [step for step in self.steps if step.passed and step.rate == self.capacity]
+        return passing[-1] if passing else None
 
 
-class MetricsDoc(TypedDict):
+class Verdict(Document):
+    server_figure: bool
+    generator_bound: bool
+    slo_met: bool
+    notes: list[str]
+    ceiling: str = ""
+
+
+class Metrics(Document):
+    """The target's /metrics: counters' change over the rung, and gauges at its end."""
+
     scraped: bool
     delta: dict[str, float]
-    gauges: NotRequired[dict[str, float]]
+    gauges: dict[str, float] = Field(default_factory=dict)
 
 
-class RungDoc(TypedDict):
+class RungResult(Document):
+    """One rung: one repeat's measurement, or (with `repeats`) the median repeat with every repeat beside it."""
+
     index: int
     label: str
     changed: str
     changes: list[str]
     multi_variable: bool
-    allow_multi: NotRequired[bool]
+    allow_multi: bool = False
     config: dict[str, Any]
     mode: Literal["capacity", "rate"]
     value: float
-    figures: FiguresDoc
-    server: ServerDoc
-    capacity: CapacityDoc | None
-    metrics: NotRequired[MetricsDoc]
-    k6_summary: NotRequired[dict[str, Any]]
-    verdict: VerdictDoc
-    elapsed_s: NotRequired[float]
-    bottleneck: NotRequired[BottleneckDoc]
-    cpu_ms: NotRequired[dict[str, float]]
-    projected_rps_per_core: NotRequired[float | None]
+    figures: LoadFigures
+    server: ServerSample = Field(default_factory=ServerSample)
+    capacity: CapacityResult | None = None
+    metrics: Metrics | None = None
+    k6_summary: dict[str, Any] | None = None
+    verdict: Verdict
+    elapsed_s: float | None = None
+    bottleneck: Bottleneck | None = None
+    cpu_ms: dict[str, float] = Field(default_factory=dict)
+    projected_rps_per_core: float | None = None
     # One repeat's document carries its number and what was reset before it;
-    repeat: NotRequired[int]
-    reset: NotRequired[list[str]]
+    repeat: int | None = None
+    reset: list[str] = Field(default_factory=list)
     # a rung's summary carries every repeat and the median with its interval.
-    repeats: NotRequired[list[RungDoc]]
-    estimate: NotRequired[EstimateDoc]
-    cpu_ms_estimate: NotRequired[EstimateDoc | None]
-    bottlenecks: NotRequired[list[str]]
+    repeats: list[RungResult] = Field(default_factory=list)
+    estimate: Estimate | None = None
+    cpu_ms_estimate: Estimate | None = None
+    bottlenecks: list[str] = Field(default_factory=list)
 
 
-class ClaimDoc(TypedDict):
+class Claim(Document):
+    """A published claim about two rungs, checked against what they measured."""
+
+    model_config = ConfigDict(frozen=True)
+
     text: str
     source: str
     from_rung: str
     to_rung: str
     metric: str
+    # None for a qualitative claim: it states `expect` instead of a ratio.
     claimed_ratio: float | None
-    expect: NotRequired[list[str]]
+    # Inequalities between the two rungs' quantities (see `expectations`); all must hold.
+    expect: tuple[str, ...] = ()
 
 
-class ResultsDoc(TypedDict):
+class Results(Document):
+    """A results.json: a ladder's rungs, the claims it checks, and where and when it ran."""
+
     ladder: str
-    description: NotRequired[str]
-    source: NotRequired[str]
+    description: str = ""
+    source: str = ""
     created: str
-    segment: NotRequired[str]
-    repeats: NotRequired[int]
-    elapsed_s: NotRequired[float]
-    time_bound_s: NotRequired[float]
-    provenance: NotRequired[dict[str, Any]]
-    claims: list[ClaimDoc]
-    rungs: list[RungDoc]
-    merged_from: NotRequired[list[str]]
-    merge_note: NotRequired[str]
+    segment: str = ""
+    repeats: int | None = None
+    elapsed_s: float | None = None
+    time_bound_s: float | None = None
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    claims: list[Claim]
+    rungs: list[RungResult]
+    merged_from: list[str] = Field(default_factory=list)
+    merge_note: str = ""
 
 
-_FIGURES = TypeAdapter(FiguresDoc)
-_RUNG = TypeAdapter(RungDoc)
-_RESULTS = TypeAdapter(ResultsDoc)
-
-
-def figures_doc(figures: LoadFigures) -> FiguresDoc:
-    return _FIGURES.validate_python(figures.to_json())
-
-
-def rung_doc(data: dict[str, Any]) -> RungDoc:
-    """A rung document checked against `RungDoc` as it is made: what is written is what is read."""
-    return _RUNG.validate_python(data)
-
-
-def results_doc(data: dict[str, Any]) -> ResultsDoc:
-    return _RESULTS.validate_python(data)
-
-
-def results_from_json(text: bytes) -> ResultsDoc:
-    return _RESULTS.validate_json(text)
+def load_results(folder: Path) -> Results:
+    """A results.json (or the folder holding one), checked against `Results` before anything reads it."""
+    path = folder / "results.json" if folder.is_dir() else folder
+    try:
+        return Results.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise LabError(f"{path}: not a lab results.json ({exc})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise LabError(f"{path}: not a lab results.json: {where}: {first['msg']}") from None

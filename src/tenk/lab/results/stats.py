@@ -21,6 +21,8 @@ import random
 import statistics
 from dataclasses import dataclass
 
+from tenk.lab.results.documents import Estimate
+
 RESAMPLES = 10_000
 SEED = 0
 CONFIDENCE = 0.95
@@ -36,21 +38,6 @@ FASTER = "faster"
 SLOWER = "slower"
 NO_CHANGE = "no detectable change"
 INVALID = "invalid comparison"
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A figure measured several times: its median and a 95 % bootstrap interval of that median."""
-
-    median: float
-    low: float
-    high: float
-    values: tuple[float, ...]
-
-    def show(self, digits: int = 0) -> str:
-        if len(self.values) < 2:
-            return f"{self.median:,.{digits}f}"
-        return f"{self.median:,.{digits}f} [{self.low:,.{digits}f}–{self.high:,.{digits}f}]"
 
 
 @dataclass(frozen=True)
@@ -143,15 +130,15 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 def estimate(values: list[float] | tuple[float, ...]) -> Estimate:
     if not values:
-        return Estimate(0.0, 0.0, 0.0, ())
+        return Estimate(median=0.0, low=0.0, high=0.0, values=())
     data = tuple(float(v) for v in values)
     median = statistics.median(data)
     if len(data) < 2:
-        return Estimate(median, median, median, data)
+        return Estimate(median=median, low=median, high=median, values=data)
     rng = random.Random(SEED)
     medians = sorted(statistics.median(rng.choices(data, k=len(data))) for _ in range(RESAMPLES))
     tail = (1 - CONFIDENCE) / 2
-    return Estimate(median, _quantile(medians, tail), _quantile(medians, 1 - tail), data)
+    return Estimate(median=median, low=_quantile(medians, tail), high=_quantile(medians, 1 - tail), values=data)
 
 
 def compare(

@@ -8,44 +8,36 @@ measurements, not averages), with `value` set to the median and beside it `estim
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 
-from tenk.lab.results.documents import EstimateDoc, RungDoc
-from tenk.lab.results.stats import Estimate, estimate
+from tenk.lab.results.documents import RungResult
+from tenk.lab.results.stats import estimate
 
 
-def summarise_rung(repeats: list[RungDoc]) -> RungDoc:
+def summarise_rung(repeats: list[RungResult]) -> RungResult:
     if not repeats:
         raise ValueError("a rung needs at least one repeat")
-    values = [float(r["value"]) for r in repeats]
+    values = [r.value for r in repeats]
     order = sorted(range(len(repeats)), key=lambda i: values[i])
     median_repeat = repeats[order[(len(order) - 1) // 2]]
-    rung = copy.deepcopy(median_repeat)
-    rung.pop("repeat", None)
     headline = estimate(values)
-    rung["value"] = headline.median
-    rung["estimate"] = estimate_doc(headline)
-    cpu = [float(r["cpu_ms"]["target"]) for r in repeats if r.get("cpu_ms", {}).get("target")]
-    rung["cpu_ms_estimate"] = estimate_doc(estimate(cpu)) if cpu else None
-    phrases = [r["verdict"].get("ceiling", "") for r in repeats]
-    rung["bottlenecks"] = phrases
+    cpu = [r.cpu_ms["target"] for r in repeats if r.cpu_ms.get("target")]
+    phrases = [r.verdict.ceiling for r in repeats]
     # The ceiling most repeats agree on; a split is itself worth reading, so all are kept above.
     common = Counter(phrases).most_common(1)[0][0]
-    named = [r["bottleneck"] for r in repeats if "bottleneck" in r and r["verdict"].get("ceiling", "") == common]
-    if named:
-        rung["bottleneck"] = named[0]
-    server_figure = all(r["verdict"]["server_figure"] for r in repeats)
-    rung["verdict"] = {**rung["verdict"], "server_figure": server_figure, "ceiling": common}
-    rung["repeats"] = [_without_summary(r) for r in repeats]
-    return rung
-
-
-def _without_summary(repeat: RungDoc) -> RungDoc:
-    trimmed = copy.copy(repeat)
-    trimmed.pop("k6_summary", None)  # k6's whole summary, once per rung file, is enough
-    return trimmed
-
-
-def estimate_doc(figure: Estimate) -> EstimateDoc:
-    return EstimateDoc(median=figure.median, low=figure.low, high=figure.high, values=list(figure.values))
+    named = [r.bottleneck for r in repeats if r.bottleneck is not None and r.verdict.ceiling == common]
+    server_figure = all(r.verdict.server_figure for r in repeats)
+    return median_repeat.model_copy(
+        deep=True,
+        update={
+            "repeat": None,
+            "value": headline.median,
+            "estimate": headline,
+            "cpu_ms_estimate": estimate(cpu) if cpu else None,
+            "bottlenecks": phrases,
+            "bottleneck": named[0] if named else median_repeat.bottleneck,
+            "verdict": median_repeat.verdict.model_copy(update={"server_figure": server_figure, "ceiling": common}),
+            # k6's whole summary, once per rung file, is enough
+            "repeats": [r.model_copy(update={"k6_summary": None}) for r in repeats],
+        },
+    )
