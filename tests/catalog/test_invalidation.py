@@ -22,7 +22,8 @@ DELETE_ROUNDS = 50
 TIMEOUTS_METRIC = "tenk_catalog_invalidation_ack_timeouts_total"
 
 
-def _ack_timeouts(http: httpx.Client, server: ServerProcess) -> float:
+def ack_timeouts(http: httpx.Client, server: ServerProcess) -> float:
+    """The server's count of writes that gave up waiting for confirmations."""
     for line in http.get(f"{server.base_url}/metrics").text.splitlines():
         if line.startswith(TIMEOUTS_METRIC + " "):
             return float(line.split()[1])
@@ -36,7 +37,7 @@ def test_a_read_through_another_process_right_after_a_write_is_never_stale(
     reader = spawn_api(stack, **LONG_LOCAL_TTL, **GENEROUS_ACK_TIMEOUT)
     product_url = "/products/321"
     with httpx.Client(timeout=10) as http:
-        timeouts_before = _ack_timeouts(http, writer)
+        timeouts_before = ack_timeouts(http, writer)
         stock = http.get(reader.base_url + product_url).json()["stock"]
         for round_ in range(ROUNDS):
             # The reader holds the current value in its local cache (it served it last round).
@@ -47,7 +48,7 @@ def test_a_read_through_another_process_right_after_a_write_is_never_stale(
             # At once, no retry: the write answered only after the reader dropped its copy.
             seen = http.get(reader.base_url + product_url).json()["stock"]
             assert seen == stock, f"round {round_}: the reader served stock {seen} after the write of {stock}"
-        assert _ack_timeouts(http, writer) == timeouts_before, "a write gave up waiting for a healthy process"
+        assert ack_timeouts(http, writer) == timeouts_before, "a write gave up waiting for a healthy process"
 
 
 def test_a_deleted_product_is_404_from_every_process_at_once(
@@ -87,7 +88,7 @@ def test_a_write_waits_for_a_stopped_process_only_as_long_as_the_ack_timeout(
         original = http.get(stopped.base_url + product_url).json()
         # Twice, so the second answer is certainly the stopped process's local copy.
         assert http.get(stopped.base_url + product_url).json() == original
-        timeouts_before = _ack_timeouts(http, writer)
+        timeouts_before = ack_timeouts(http, writer)
         new_stock = original["stock"] + 23
 
         os.kill(stopped.pid, signal.SIGSTOP)
@@ -101,7 +102,7 @@ def test_a_write_waits_for_a_stopped_process_only_as_long_as_the_ack_timeout(
         # It committed, so it answers success, after waiting out the bound for the process that could not confirm.
         assert written.status_code == 200, written.text
         assert took_s >= ack_timeout_s, f"the write answered after {took_s:.3f}s, before the ack timeout"
-        assert _ack_timeouts(http, writer) == timeouts_before + 1
+        assert ack_timeouts(http, writer) == timeouts_before + 1
         # Thawed, the straggler applies the message waiting for it: never the old row for long (its
         # local TTL is 300 s, so only the invalidation explains the new value).
         deadline = time.monotonic() + 10
