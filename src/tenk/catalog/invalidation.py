@@ -71,7 +71,7 @@ class Invalidator:
         self._script = redis.register_script(keys.INVALIDATE)
         self.broadcast = Broadcast(redis, keys.INVALIDATE_CHANNEL)
         self._timeouts_unreported = 0
-        self._warned_at = -_WARN_EVERY_S
+        self._warned_at: float | None = None
 
     async def after_write(self, product_id: int) -> None:
         """Deliver the invalidation a committed write recorded, and wait (boundedly) until every process
@@ -112,7 +112,7 @@ class Invalidator:
         metrics.INVALIDATION_ACK_TIMEOUTS.inc()
         self._timeouts_unreported += 1
         now = time.monotonic()
-        if now - self._warned_at < _WARN_EVERY_S:
+        if self._warned_at is not None and now - self._warned_at < _WARN_EVERY_S:
             return
         logger.warning(
             "invalidation of product %s: %d of %d processes confirmed within %.3fs; answered anyway "
