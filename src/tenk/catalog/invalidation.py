@@ -22,6 +22,14 @@ How:
   back.
 - Redis unreachable at write time: the record waits in Postgres; the replay that delivers it bumps
   the generation, which refuses every fill started before it and deletes whatever such a fill stored.
+- Confirmed. A writer's answer waits, up to `ack_timeout_s` (TENK_CATALOG_INVALIDATION_ACK_TIMEOUT_S),
+  until every process subscribed to invalidations has confirmed that it dropped its copy
+  (`tenk.pubsub` receipts), so a read through any other process right after the answer cannot get the
+  old row. Past the bound the write still answers (it has committed), the timeout is counted
+  (`tenk_catalog_invalidation_ack_timeouts_total`) and logged: a process that did not confirm in time
+  (stopped, starved, partitioned) drops its copy when the message reaches it, or when its listener
+  re-subscribes (it then drops everything), and at the latest when its copy's TTL ends. Replays wait for
+  nobody: no one is waiting on them.
 - Read replicas. Each delivery also records the primary's WAL position after the write (read after
   the commit, so past it): a miss reads a replica only once it has replayed that far
   (`tenk.catalog.replicas`), so a lagging replica cannot put the old row back after the invalidation.
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -39,7 +48,7 @@ from redis.asyncio import Redis
 
 from tenk.catalog import keys, metrics, queries
 from tenk.connections import POSTGRES_ERRORS, REDIS_DOWN
-from tenk.pubsub import Broadcast
+from tenk.pubsub import Broadcast, Receipt
 
 logger = logging.getLogger("tenk.catalog.invalidation")
 
@@ -48,20 +57,33 @@ REPLAY_EVERY_S = 0.5
 REPLAY_BATCH = 500
 # Script calls in flight at once while delivering many products (one call per slot).
 _SLOTS_AT_ONCE = 16
+# A stuck process makes every write time out: say so once in a while, not once per write.
+_WARN_EVERY_S = 10.0
 
 
 class Invalidator:
-    def __init__(self, pg: asyncpg.Pool, redis: Redis, track_lsn: bool = False) -> None:
+    def __init__(self, pg: asyncpg.Pool, redis: Redis, track_lsn: bool = False, ack_timeout_s: float = 0.0) -> None:
         self.pg = pg
         self.redis = redis
         # Only read replicas need the written LSN; without them it would be a key per write for nothing.
         self.track_lsn = track_lsn
+        self.ack_timeout_s = ack_timeout_s
         self._script = redis.register_script(keys.INVALIDATE)
         self.broadcast = Broadcast(redis, keys.INVALIDATE_CHANNEL)
+        self._timeouts_unreported = 0
+        self._warned_at: float | None = None
 
     async def after_write(self, product_id: int) -> None:
-        """Deliver the invalidation a committed write recorded. Never raises for an outage: an
-        undelivered record stays in the outbox for the replay."""
+        """Deliver the invalidation a committed write recorded, and wait (boundedly) until every process
+        has dropped its copy. Never raises for an outage: an undelivered record stays in the outbox for
+        the replay."""
+        if self.ack_timeout_s <= 0:
+            await self._after_write(product_id, None)
+            return
+        with self.broadcast.receipt() as receipt:
+            await self._after_write(product_id, receipt)
+
+    async def _after_write(self, product_id: int, receipt: Receipt | None) -> None:
         # Unread (Postgres failed us): the record stays unsettled, and the replay delivers it again
         # within REPLAY_EVERY_S with the position it reads then.
         seq: int | None = None
@@ -72,7 +94,7 @@ class Invalidator:
         except POSTGRES_ERRORS as exc:
             logger.warning("could not read the invalidation record of product %s (%s)", product_id, exc)
         try:
-            await self.deliver([product_id], lsn)
+            receivers = await self.deliver([product_id], lsn, receipt)
         except REDIS_DOWN as exc:
             metrics.INVALIDATION_FAILURES.inc()
             logger.warning("redis invalidation of product %s failed (%s); the outbox will replay it", product_id, exc)
@@ -82,22 +104,47 @@ class Invalidator:
                 await self.pg.execute(queries.SETTLE_INVALIDATIONS, [product_id], [seq])
             except POSTGRES_ERRORS as exc:
                 logger.warning("delivered invalidation of product %s stays recorded (%s)", product_id, exc)
+        # Confirmations that came during the settle are already counted.
+        if receipt is not None and not await receipt.wait(receivers, self.ack_timeout_s):
+            self._report_timeout(product_id, receipt.confirmed, receivers)
 
-    async def deliver(self, product_ids: Sequence[int], lsn: int = 0) -> None:
+    def _report_timeout(self, product_id: int, confirmed: int, receivers: int) -> None:
+        metrics.INVALIDATION_ACK_TIMEOUTS.inc()
+        self._timeouts_unreported += 1
+        now = time.monotonic()
+        if self._warned_at is not None and now - self._warned_at < _WARN_EVERY_S:
+            return
+        logger.warning(
+            "invalidation of product %s: %d of %d processes confirmed within %.3fs; answered anyway "
+            "(%d such writes since the last warning). A process that has not confirmed may serve the old "
+            "row until the message reaches it.",
+            product_id,
+            confirmed,
+            receivers,
+            self.ack_timeout_s,
+            self._timeouts_unreported,
+        )
+        self._warned_at = now
+        self._timeouts_unreported = 0
+
+    async def deliver(self, product_ids: Sequence[int], lsn: int = 0, receipt: Receipt | None = None) -> int:
         """Drop the products from Redis, bump their generations, record `lsn` (the primary's WAL position
-        after their writes) and tell every process.
+        after their writes) and tell every process, asking each to confirm on `receipt` when given.
+        How many confirmations that makes (receivers, summed over the products).
 
         One script per slot (a script may not cross slots on a cluster), all at once; the publish that
         could not happen inside them (sharded pub/sub) follows only once every one has returned.
         """
         if not product_ids:
-            return
+            return 0
+        message = {pid: self.broadcast.request(str(pid), receipt) for pid in product_ids}
         by_slot: defaultdict[int, list[int]] = defaultdict(list)
         for pid in product_ids:
             by_slot[keys.product_slot(pid)].append(pid)
         ttl_ms = keys.GENERATION_TTL_S * 1000
         channel = self.broadcast.in_script_channel
         groups = list(by_slot.values())
+        receivers = 0
         # A few at a time: a replay of hundreds must not take every pooled connection at once.
         for start in range(0, len(groups), _SLOTS_AT_ONCE):
             calls = [
@@ -107,15 +154,17 @@ class Invalidator:
                         for pid in pids
                         for key in (keys.product_key(pid), keys.generation_key(pid), keys.written_lsn_key(pid))
                     ],
-                    args=[ttl_ms, channel, lsn if self.track_lsn else 0, *(str(pid) for pid in pids)],
+                    args=[ttl_ms, channel, lsn if self.track_lsn else 0, *(message[pid] for pid in pids)],
                 )
                 for pids in groups[start : start + _SLOTS_AT_ONCE]
             ]
             # Every call runs; the first failure is raised once all have settled.
-            for outcome in await asyncio.gather(*calls, return_exceptions=True):
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+            for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
-        await self.broadcast.publish_after([str(pid) for pid in product_ids])
+                receivers += int(outcome)
+        return receivers + await self.broadcast.publish_after([message[pid] for pid in product_ids])
 
     async def replay(self) -> int:
         """Deliver every recorded invalidation; how many were delivered. Raises on an outage."""

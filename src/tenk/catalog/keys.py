@@ -57,9 +57,11 @@ return 0
 
 # KEYS: product key, generation key, written-LSN key, for each product (all in one slot); ARGV[1]
 # generation TTL in ms, ARGV[2] the channel ("": the caller publishes after, see `tenk.pubsub`), ARGV[3]
-# the primary's WAL position after the write ("0": not tracked), ARGV[4..] the product ids. For each: drop
-# the cached copy, bump the generation (so a fill that read Postgres before the write is refused), raise
-# the written LSN (never lower it: deliveries may come out of order), publish the id.
+# the primary's WAL position after the write ("0": not tracked), ARGV[4..] the message for each product
+# (its id, perhaps asking for a receipt: `Broadcast.request`). For each: drop the cached copy, bump the
+# generation (so a fill that read Postgres before the write is refused), raise the written LSN (never
+# lower it: deliveries may come out of order), publish the message. Returns how many clients the
+# messages went to (0 when the caller publishes), which is how many confirmations a writer waits for.
 #
 # Why a script and not MULTI: at maxmemory with noeviction, Redis refuses every command queued in a
 # MULTI, DEL included, so the whole invalidation is lost. A script is refused only if its *first write*
@@ -68,6 +70,7 @@ return 0
 # it are admitted even when Redis is full. PUBLISH needs no memory at all.
 INVALIDATE = """
 local lsn = tonumber(ARGV[3])
+local receivers = 0
 for i = 1, #KEYS, 3 do
   redis.call('DEL', KEYS[i])
   redis.call('INCR', KEYS[i + 1])
@@ -76,8 +79,8 @@ for i = 1, #KEYS, 3 do
     redis.call('SET', KEYS[i + 2], ARGV[3], 'PX', ARGV[1])
   end
   if ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], ARGV[3 + (i + 2) / 3])
+    receivers = receivers + redis.call('PUBLISH', ARGV[2], ARGV[3 + (i + 2) / 3])
   end
 end
-return 1
+return receivers
 """

@@ -22,6 +22,11 @@ INVALIDATIONS = Counter("tenk_catalog_invalidations_total", "Local cache invalid
 INVALIDATION_FAILURES = Counter(
     "tenk_catalog_invalidation_failures_total", "Writes whose Redis invalidation was left to the outbox replay."
 )
+INVALIDATION_ACK_TIMEOUTS = Counter(
+    "tenk_catalog_invalidation_ack_timeouts_total",
+    "Writes that answered before every process confirmed dropping its cached copy "
+    "(TENK_CATALOG_INVALIDATION_ACK_TIMEOUT_S ran out).",
+)
 INVALIDATIONS_REPLAYED = Counter(
     "tenk_catalog_invalidations_replayed_total", "Invalidations delivered from the outbox after the writer could not."
 )

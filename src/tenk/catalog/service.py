@@ -59,7 +59,9 @@ class CatalogService:
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
         self.pg_breaker = CircuitBreaker("postgres", failure_ratio=0.5, window_s=5, min_calls=10, open_s=2)
         self.fallback = Bulkhead("postgres-fallback", settings.fallback_max_inflight, settings.fallback_max_wait_s)
-        self.invalidator = Invalidator(pg, redis, track_lsn=bool(self.replicas))
+        self.invalidator = Invalidator(
+            pg, redis, track_lsn=bool(self.replicas), ack_timeout_s=settings.invalidation_ack_timeout_s
+        )
         self._fill_script = redis.register_script(keys.FILL_IF_UNCHANGED)
 
     async def get_product_json(self, product_id: int) -> bytes:
@@ -157,13 +159,20 @@ class CatalogService:
         return ttl * (1 + random.uniform(-spread, spread))
 
     async def invalidate(self, product_id: int) -> None:
-        """After a committed write: drop every cached copy, here and in every other process."""
+        """After a committed write: drop every cached copy, here and in every other process; returns once
+        every process has confirmed, or after `invalidation_ack_timeout_s`."""
         self.local.invalidate(product_id)
         metrics.INVALIDATIONS.labels("local_write").inc()
         await self.invalidator.after_write(product_id)
 
+    def _apply_invalidation(self, data: bytes) -> None:
+        with suppress(ValueError):
+            self.local.invalidate(int(data))
+            metrics.INVALIDATIONS.labels("pubsub").inc()
+
     async def listen_for_invalidations(self, ready: asyncio.Event) -> None:
-        """Apply other processes' invalidations; reconnect with backoff when Redis goes away."""
+        """Apply (and confirm) every process's invalidations, this one's too; reconnect with backoff when
+        Redis goes away."""
         backoff = Backoff(0.1, 2.0)
         while True:
             try:
@@ -173,11 +182,7 @@ class CatalogService:
                     ready.set()
                     backoff.reset()
                     while True:
-                        data = await subscription.next_message(_LISTEN_TIMEOUT_S)
-                        if data is not None:
-                            with suppress(ValueError):
-                                self.local.invalidate(int(data))
-                                metrics.INVALIDATIONS.labels("pubsub").inc()
+                        await subscription.receive(self._apply_invalidation, _LISTEN_TIMEOUT_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -17,3 +17,11 @@ class CatalogSettings(BaseModel):
     negative_ttl_s: float = Field(2.0, gt=0, description="How long a missing id is remembered as missing.")
     fallback_max_inflight: int = Field(8, ge=1, description="Postgres reads in flight per process while Redis is down.")
     fallback_max_wait_s: float = Field(2.0, ge=0, description="Longest queue for a fallback slot before 503.")
+    invalidation_ack_timeout_s: float = Field(
+        0.25,
+        ge=0,
+        le=10,
+        description="A product write answers once every API process has confirmed dropping its cached copy, "
+        "or after this long (counted in tenk_catalog_invalidation_ack_timeouts_total). 0: answer at once; "
+        "other processes then drop their copies a few ms after the answer.",
+    )
