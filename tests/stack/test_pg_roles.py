@@ -162,3 +162,22 @@ async def test_a_data_dir_from_before_the_app_role_is_handed_over_to_it_on_the_n
         await conn.close()
     finally:
         pg.stop()
+
+
+async def test_a_server_from_before_the_app_role_still_running_is_handed_over_by_the_next_up(
+    stack_root: Path,
+) -> None:
+    pg = EmbeddedPostgres(stack_root / "postgres", free_port())
+    try:
+        pg.start()
+        await _make_it_as_before_the_app_role(pg)
+        assert pg.start() is False, "the running server is reused"
+        conn = await asyncpg.connect(pg.url)
+        try:
+            assert await conn.fetch(_NOT_OWNED_BY_THE_APP, pg.app_role) == []
+            done = await maintain(conn, retention_days=30)
+            assert "events_20200101" in done.dropped
+        finally:
+            await conn.close()
+    finally:
+        pg.stop()

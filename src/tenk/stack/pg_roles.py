@@ -60,7 +60,11 @@ BEGIN
         RETURN;
     END IF;
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = {_literal(role)}) THEN
-        CREATE ROLE {_identifier(role)};
+        BEGIN
+            CREATE ROLE {_identifier(role)};
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- another `tenk up` made it just now
+        END;
     END IF;
     ALTER ROLE {_identifier(role)}
         LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT
