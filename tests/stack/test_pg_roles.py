@@ -14,6 +14,7 @@ from tenk.ingest.partitions import maintain
 from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, free_port
 from tenk.stack.migrate import migrate
+from tenk.stack.pg_replica import LocalPgReplica
 from tests.conftest import Stack
 
 # Things only a superuser may do, each a way from an SQL injection to the server user's shell or files.
@@ -180,4 +181,28 @@ async def test_a_server_from_before_the_app_role_still_running_is_handed_over_by
         finally:
             await conn.close()
     finally:
+        pg.stop()
+
+
+@pytest.mark.cluster
+async def test_a_replica_from_before_the_app_role_serves_the_app_role_after_its_next_start(stack_root: Path) -> None:
+    pg = EmbeddedPostgres(stack_root / "postgres", free_port())
+    replica = LocalPgReplica(stack_root / "replica", free_port(), pg)
+    try:
+        pg.start()
+        replica.start()
+        replica.stop()
+        # An older tenk wrote only the superuser's password next to the replica.
+        (replica.data_dir / "app-password").unlink()
+        replica.start()
+        conn = await asyncpg.connect(replica.url)
+        try:
+            assert await conn.fetchval("SELECT current_user") == pg.app_role
+            assert await conn.fetchval("SELECT pg_is_in_recovery()") is True
+            # What the catalog asks a replica before reading from it.
+            assert await conn.fetchval("SELECT pg_last_wal_replay_lsn() IS NOT NULL") is True
+        finally:
+            await conn.close()
+    finally:
+        replica.stop()
         pg.stop()
