@@ -175,6 +175,7 @@ def status() -> None:
             click.echo(f"{name}: external")
         else:
             state = "running" if server.running() else "stopped"
+            # The URL the app gets: the embedded Postgres's application role, not its superuser.
             click.echo(f"{name}: {state} on port {server.port} ({_redact(server.url)})")
 
 

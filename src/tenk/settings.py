@@ -24,7 +24,9 @@ ServerName = Literal["granian", "uvicorn", "gunicorn"]
 
 
 class DatabaseSettings(BaseModel):
-    url: str = Field("", description="Postgres DSN. Empty: the embedded server started by `tenk up`.")
+    url: str = Field(
+        "", description="Postgres DSN. Empty: the embedded server started by `tenk up`, as its app role `tenk`."
+    )
     embedded_port: int = Field(54329, description="Port of the embedded Postgres.")
     pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
     pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")

@@ -50,8 +50,9 @@ async def replica_app(stack: Stack, replica: LocalPgReplica) -> AsyncIterator[tu
             yield app, client
 
 
-async def _on_replica(replica: LocalPgReplica, sql: str, *args: object) -> object:
-    conn = await asyncpg.connect(replica.url)
+async def _on_replica(replica: LocalPgReplica, sql: str, *args: object, as_superuser: bool = False) -> object:
+    # Pausing and resuming replay is for superusers; the app's role reads.
+    conn = await asyncpg.connect(replica.superuser_url if as_superuser else replica.url)
     try:
         return await conn.fetchval(sql, *args)
     finally:
@@ -94,7 +95,7 @@ async def test_a_write_is_never_filled_stale_from_a_replica_paused_before_replay
         return await _stock_on_replica(replica, product_id) == 1
 
     await eventually(replayed_create, REPLAY_WITHIN_S, "the replica to replay the create")
-    await _on_replica(replica, "SELECT pg_wal_replay_pause()")
+    await _on_replica(replica, "SELECT pg_wal_replay_pause()", as_superuser=True)
     try:
 
         async def paused() -> bool:
@@ -121,7 +122,7 @@ async def test_a_write_is_never_filled_stale_from_a_replica_paused_before_replay
         assert cached is not None
         assert orjson.loads(cached)["stock"] == 2
     finally:
-        await _on_replica(replica, "SELECT pg_wal_replay_resume()")
+        await _on_replica(replica, "SELECT pg_wal_replay_resume()", as_superuser=True)
 
     async def replayed_write() -> bool:
         return await _stock_on_replica(replica, product_id) == 2

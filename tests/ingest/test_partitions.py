@@ -22,8 +22,9 @@ PARTITIONING = 6  # the migration that partitions events
 async def unpartitioned(stack: Stack) -> AsyncIterator[str]:
     """A database of its own in the suite's Postgres, migrated up to just before partitioning."""
     name = f"tenk_parts_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(stack.pg.url)
-    await admin.execute(f'CREATE DATABASE "{name}"')
+    # Creating a database is the superuser's; the app's role owns it, as it owns the application database.
+    admin = await asyncpg.connect(stack.pg.superuser_url)
+    await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
     dsn = stack.pg.url.rsplit("/", 1)[0] + "/" + name
     conn = await asyncpg.connect(dsn)
     try:

@@ -21,8 +21,9 @@ SCHEMA_WAIT_S = 0.5
 @pytest.fixture(scope="module")
 async def unmigrated(stack: Stack) -> AsyncIterator[str]:
     name = f"tenk_empty_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(stack.pg.url)
-    await admin.execute(f'CREATE DATABASE "{name}"')
+    # Creating a database is the superuser's; the app's role owns it, as it owns the application database.
+    admin = await asyncpg.connect(stack.pg.superuser_url)
+    await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
     try:
         yield stack.pg.url.rsplit("/", 1)[0] + "/" + name
     finally:

@@ -30,10 +30,11 @@ SELECT count(*) FROM (
 
 
 async def _fresh_database(stack: Stack, name: str) -> str:
-    admin = await asyncpg.connect(stack.pg.url)
+    # Creating a database is the superuser's; the app's role owns it, as it owns the application database.
+    admin = await asyncpg.connect(stack.pg.superuser_url)
     try:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        await admin.execute(f'CREATE DATABASE "{name}"')
+        await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
     finally:
         await admin.close()
     return stack.pg.url.rsplit("/", 1)[0] + "/" + name

@@ -31,7 +31,13 @@ def pgbouncer_in_front(stack: Stack) -> Iterator[LocalPgBouncer]:
     root = Path(tempfile.mkdtemp(prefix="tenk-pgb-", dir="/tmp"))
     bouncer = start_on_free_port(
         lambda port: LocalPgBouncer(
-            root / "pgbouncer", port, "127.0.0.1", stack.pg.port, stack.pg.user, stack.pg.password, pool_size=POOL_SIZE
+            root / "pgbouncer",
+            port,
+            "127.0.0.1",
+            stack.pg.port,
+            stack.pg.app_role,
+            stack.pg.app_password,
+            pool_size=POOL_SIZE,
         )
     )
     try:

@@ -47,7 +47,8 @@ def test_the_data_dir_and_every_secret_are_private(stack: Stack) -> None:
     for directory in (stack.root, stack.pg.data_dir, stack.redis.data_dir, stack.pg.socket_dir):
         assert directory.stat().st_mode & other_bits == 0, directory
     assert stat.S_IMODE(stack.pg.socket_dir.stat().st_mode) == 0o700
-    for path in (stack.pg.data_dir / "password", stack.redis.data_dir / "password", stack.redis.config_path):
+    secrets = [stack.pg.data_dir / "password", stack.pg.data_dir / "app-password", stack.redis.data_dir / "password"]
+    for path in [*secrets, stack.redis.config_path]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     for path in [*stack.redis.data_dir.iterdir(), stack.pg.log_path]:
         if path.is_file():

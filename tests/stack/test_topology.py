@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -92,6 +93,11 @@ def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(stack_roo
             == ["redis-master"] * 3 + ["redis-slave"] * 3
         )
         assert httpx.get(f"http://127.0.0.1:{env['TENK_PORT']}/products/1", timeout=10).status_code == 200
+        # Every member reaches Postgres (directly, through PgBouncer, on the replica) as the app's role.
+        for member in ("api-1", "worker-1"):
+            member_env = psutil.Process(int(rows[member]["PID"])).environ()
+            for variable in ("TENK_DATABASE_URL", "TENK_DATABASE_DIRECT_URL", "TENK_DATABASE_REPLICA_URLS"):
+                assert urlsplit(member_env[variable]).username == "tenk", f"{member} {variable}"
         processes = [proc for row in rows.values() for proc in _tree(int(row["PID"]))]
         ports = [int(row["PORT"]) for row in rows.values() if row["PORT"] != "-"]
     finally:

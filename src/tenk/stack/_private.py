@@ -1,8 +1,9 @@
 """The tenk data directory and the embedded servers' secrets are readable by their owner only.
 
 Layout: `<data dir>` (`.tenk`, mode 0700) holds `postgres/` and `redis/`, each with a generated
-`password` file (0600). Permissions are only ever changed on directories tenk creates inside the data
-directory, never on anything above it: a checkout in a home directory must not make the home listable.
+`password` file (0600); `postgres/` has a second one, `app-password`, for the application role.
+Permissions are only ever changed on directories tenk creates inside the data directory, never on
+anything above it: a checkout in a home directory must not make the home listable.
 
 When tenk runs as root, the servers do not: Postgres refuses to, and a Redis reachable by every local
 user should not hold root's rights. Both run as the system user `tenk-pg`, which then needs to traverse
@@ -87,6 +88,14 @@ def secret(path: Path) -> str:
     with os.fdopen(fd, "w") as out:
         out.write(value + "\n")
     return value
+
+
+def write_secret(path: Path, value: str) -> None:
+    """Store `value` at `path` (0600), replacing what was there; the file is never readable by others."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(value + "\n")
 
 
 def can_traverse(path: Path, user: pwd.struct_passwd) -> bool:

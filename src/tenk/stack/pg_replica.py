@@ -4,9 +4,11 @@
 `standby.signal` and `primary_conninfo`; the copy then runs as an `EmbeddedPostgres` of its own,
 replaying the primary's WAL as it streams in. The primary needs nothing extra: Postgres defaults to
 `wal_level = replica` with WAL senders, and the `pg_hba.conf` that `initdb --auth=scram-sha-256`
-writes already admits replication connections from 127.0.0.1 with the password. The replica signs in
-as the primary's own role with its password, kept in the replica's `password` file (0600) and in
-`postgresql.auto.conf` inside its private data directory.
+writes already admits replication connections from 127.0.0.1 with the password. The replica streams
+as the primary's superuser (replication needs it), whose password is kept in the replica's `password`
+file (0600) and in `postgresql.auto.conf` inside its private data directory. Clients read from it as the
+application role, which replicates like any other catalog row; its password is copied into the
+replica's `app-password` file, so that `url` names the same role as the primary's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenk.stack._private import make_private, run_as_server_user, server_user
+from tenk.stack._private import make_private, run_as_server_user, server_user, write_secret
 from tenk.stack.postgres import EmbeddedPostgres, _bin_dir
 
 
@@ -31,11 +33,24 @@ class LocalPgReplica:
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
-        self.server = EmbeddedPostgres(self.data_dir, self.port, self.primary.user, self.primary.database)
+        self.server = EmbeddedPostgres(
+            self.data_dir, self.port, self.primary.superuser, self.primary.database, self.primary.app_role
+        )
 
     @property
     def url(self) -> str:
+        """The application role's, for reads."""
         return self.server.url
+
+    @property
+    def superuser_url(self) -> str:
+        """For administration (pausing replay, say); never hand it to the app."""
+        return self.server.superuser_url
+
+    def _copy_passwords(self) -> None:
+        """The primary's passwords, which the replica's copy of its catalog checks."""
+        write_secret(self.data_dir / "password", self.primary.superuser_password)
+        write_secret(self.data_dir / "app-password", self.primary.app_password)
 
     def base_backup(self) -> None:
         """Copy the primary into our data dir, once."""
@@ -43,11 +58,7 @@ class LocalPgReplica:
             return
         make_private(self.data_dir.parent, server_may_enter=True)
         make_private(self.data_dir, server_may_enter=True)
-        password_file = self.data_dir / "password"
-        password_file.unlink(missing_ok=True)
-        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(self.primary.password + "\n")
+        self._copy_passwords()
         run_as = run_as_server_user()
         shutil.rmtree(self.server.pgdata, ignore_errors=True)
         self.server.pgdata.mkdir(mode=0o700)
@@ -55,7 +66,7 @@ class LocalPgReplica:
         if run_as:
             for path in (self.server.pgdata, self.server.socket_dir):
                 shutil.chown(path, server_user().pw_uid, server_user().pw_gid)
-        conninfo = f"host=127.0.0.1 port={self.primary.port} user={self.primary.user}"
+        conninfo = f"host=127.0.0.1 port={self.primary.port} user={self.primary.superuser}"
         subprocess.run(
             [
                 str(_bin_dir() / "pg_basebackup"),
@@ -72,12 +83,14 @@ class LocalPgReplica:
             check=True,
             capture_output=True,
             umask=0o077,
-            env={**os.environ, "PGPASSWORD": self.primary.password, "PGCONNECT_TIMEOUT": "10"},
+            env={**os.environ, "PGPASSWORD": self.primary.superuser_password, "PGCONNECT_TIMEOUT": "10"},
             **run_as,  # type: ignore[call-overload]
         )
 
     def start(self, timeout: float = 30.0) -> bool:
         self.base_backup()
+        # Replicas made before the application role existed have no `app-password` yet.
+        self._copy_passwords()
         return self.server.start(timeout)
 
     def running(self) -> bool:

@@ -2,9 +2,13 @@
 
 We drive `initdb` and `postgres` ourselves rather than through pgserver's helper, because the helper
 listens on a Unix socket only, picks its own paths, and opens up every ancestor directory when run as
-root. Here: scram-sha-256 authentication with a generated password (`<data dir>/password`, 0600),
-a Unix socket in a 0700 directory, files created with umask 077, and no permission changes outside
-the tenk data directory (see `tenk.stack._private`).
+root. Here: scram-sha-256 authentication with generated passwords (0600 files in `<data dir>`), a Unix
+socket in a 0700 directory, files created with umask 077, and no permission changes outside the tenk
+data directory (see `tenk.stack._private`).
+
+Two roles: the bootstrap superuser (`postgres`, password in `password`), for replication and
+administration only, and the application role (`tenk`, password in `app-password`), which `url` names
+and everything else uses (see `tenk.stack.pg_roles`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import psutil
 from tenk.stack._ports import PortTakenError, ServerExitedError, port_is_open, wait_listening
 from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
+from tenk.stack.pg_roles import ensure_role_sql, hand_over_sql
 
 SERVER_SETTINGS = {
     "max_connections": "300",
@@ -51,8 +56,9 @@ class EmbeddedPostgres:
 
     data_dir: Path
     port: int
-    user: str = "postgres"
+    superuser: str = "postgres"
     database: str = "tenk"
+    app_role: str = "tenk"
 
     def __post_init__(self) -> None:
         # The server changes directory at start; every path we hand it must be absolute.
@@ -71,13 +77,24 @@ class EmbeddedPostgres:
         return self.data_dir / "postgres.log"
 
     @property
-    def password(self) -> str:
+    def superuser_password(self) -> str:
         self._make_dirs()
         return secret(self.data_dir / "password")
 
     @property
+    def app_password(self) -> str:
+        self._make_dirs()
+        return secret(self.data_dir / "app-password")
+
+    @property
     def url(self) -> str:
-        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+        """The application role's: what the API, workers, migrations, the lab and tests use."""
+        return f"postgresql://{self.app_role}:{self.app_password}@127.0.0.1:{self.port}/{self.database}"
+
+    @property
+    def superuser_url(self) -> str:
+        """For replication and administration only; never hand it to the app."""
+        return f"postgresql://{self.superuser}:{self.superuser_password}@127.0.0.1:{self.port}/{self.database}"
 
     def _make_dirs(self) -> None:
         make_private(self.data_dir.parent, server_may_enter=True)
@@ -109,7 +126,7 @@ class EmbeddedPostgres:
 
     def init(self) -> None:
         self._make_dirs()
-        password = self.password
+        password = self.superuser_password
         if (self.pgdata / "PG_VERSION").exists():
             # Clusters from before tenk kept them private had a world-usable socket dir and log.
             for path, mode in ((self.socket_dir, 0o700), (self.log_path, 0o600)):
@@ -140,7 +157,7 @@ class EmbeddedPostgres:
                     "-D",
                     str(self.pgdata),
                     "-U",
-                    self.user,
+                    self.superuser,
                     f"--pwfile={pwfile}",
                     "--auth=scram-sha-256",
                     "--encoding=UTF8",
@@ -161,6 +178,7 @@ class EmbeddedPostgres:
             if owned != self.port:
                 raise PortTakenError(f"postgres in {self.pgdata} already runs on port {owned}, not {self.port}")
             self._require_passwords()
+            self._ensure_app_role()
             return False
         if port_is_open(self.port):
             raise PortTakenError(f"port {self.port} is taken by another process; set another with --pg-port")
@@ -194,14 +212,14 @@ class EmbeddedPostgres:
             process.kill()
             raise RuntimeError(f"{exc}; log tail:\n{self.log_tail()}") from None
         self._require_passwords()
-        self._ensure_database()
+        self._ensure_app_role()
         return True
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             probe = subprocess.run(
-                [str(_bin_dir() / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user],
+                [str(_bin_dir() / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser],
                 capture_output=True,
             )
             if probe.returncode == 0:
@@ -210,10 +228,14 @@ class EmbeddedPostgres:
         raise TimeoutError(f"postgres did not become ready in {timeout}s")
 
     def _psql(self, sql: str, database: str = "postgres") -> str:
-        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user]
-        argv += ["-d", database, "-v", "ON_ERROR_STOP=1", "-tAc", sql]
-        env = {**os.environ, "PGPASSWORD": self.password, "PGCONNECT_TIMEOUT": "10"}
-        return subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout
+        """Run `sql` as the superuser. On stdin, not the command line: every local user can read that."""
+        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser]
+        argv += ["-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-f", "-"]
+        env = {**os.environ, "PGPASSWORD": self.superuser_password, "PGCONNECT_TIMEOUT": "10"}
+        done = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"psql as {self.superuser} on {database} failed: {done.stderr.strip()}")
+        return done.stdout
 
     def _require_passwords(self) -> None:
         """Clusters made before passwords existed trust everyone: give them the password and scram."""
@@ -225,7 +247,7 @@ class EmbeddedPostgres:
         if " trust" not in rules:
             return
         # Still trusted, so this connects without the password it then sets.
-        self._psql(f"ALTER ROLE \"{self.user}\" PASSWORD '{self.password}'")
+        self._psql(f"ALTER ROLE \"{self.superuser}\" PASSWORD '{self.superuser_password}'")
         hba.write_text(rules.replace(" trust", " scram-sha-256"))
         proc = self.process()
         if proc is not None:
@@ -236,14 +258,18 @@ class EmbeddedPostgres:
 
     def _trusts_strangers(self) -> bool:
         env = {**os.environ, "PGPASSWORD": "", "PGCONNECT_TIMEOUT": "5"}
-        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-w"]
+        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser, "-w"]
         probe = subprocess.run([*argv, "-d", "postgres", "-tAc", "SELECT 1"], capture_output=True, env=env)
         return probe.returncode == 0
 
-    def _ensure_database(self) -> None:
+    def _ensure_app_role(self) -> None:
+        """The application role exists with its password and owns the database and all in it: on every
+        start, so that data directories from before the role get it too (see `tenk.stack.pg_roles`)."""
+        self._psql(ensure_role_sql(self.app_role, self.app_password))
         exists = self._psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'")
         if exists.strip() != "1":
-            self._psql(f'CREATE DATABASE "{self.database}"')
+            self._psql(f'CREATE DATABASE "{self.database}" OWNER "{self.app_role}"')
+        self._psql(hand_over_sql(self.app_role), database=self.database)
 
     def stop(self, fast: bool = True) -> None:
         stop_process(self.process(), signal.SIGINT if fast else signal.SIGTERM, timeout=30)

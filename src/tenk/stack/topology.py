@@ -113,7 +113,12 @@ class PgBouncerStore:
     def _bouncer(self) -> LocalPgBouncer:
         # Built when needed: the primary's password exists only once the primary has been initialised.
         return LocalPgBouncer(
-            self.data_dir, self.port, "127.0.0.1", self.primary.port, self.primary.user, self.primary.password
+            self.data_dir,
+            self.port,
+            "127.0.0.1",
+            self.primary.port,
+            self.primary.app_role,
+            self.primary.app_password,
         )
 
     def start(self) -> str:
