@@ -224,14 +224,14 @@ class Worker:
         return taken
 
     def _take_new(self, shard: int, entries: list[list[Any]]) -> None:
-        """First deliveries, as [id, [field, value]] lists straight from the reply."""
+        """First deliveries, as [id, [field, value, ...]] lists straight from the reply."""
         now = time.monotonic()
         held, append = self.held[shard], self.buffer.append
         for stream_id, fields in entries:
             if stream_id in held:
                 continue
             held.add(stream_id)
-            size = len(fields)
+            size = len(fields) if fields else 0
             if size == 2 and fields[0] == keys.FIELD:
                 append(Held(stream_id, fields[1], now, 1, shard))
             elif size == 4 and fields[0] == keys.FIELD and fields[2] == keys.TRACE_FIELD:
