@@ -24,6 +24,8 @@ class Span:
     kind: int
     attributes: dict[str, Any]
     events: list[str]
+    # (trace_id, span_id) of each span link, hex.
+    links: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +68,7 @@ def _handler(collected: Receiver) -> type[BaseHTTPRequestHandler]:
                                 span.kind,
                                 {a.key: _value(a.value) for a in span.attributes},
                                 [e.name for e in span.events],
+                                [(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
                             )
                         )
             reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()

@@ -8,6 +8,10 @@ A stream entry holds one field, `e`, whose value is the event as one line of Pos
 The only field that can hold a backslash is the payload, and orjson never writes a raw tab, CR or LF,
 so the worker turns an entry into a COPY line by doubling backslashes and adding a newline.
 
+An API with tracing on adds a second field, `t`, the accepting span's trace context (`keys.TRACE_FIELD`).
+It is not part of the event and not judged here: the worker reads it only to link its write span, and
+ignores one that does not parse (`tenk.ingest.tracelinks`).
+
 Whatever the API answers 202 for, the worker writes: both judge fields by the same functions here
 (`parse_event` on what a client sent, `entry_problem` on what the stream holds), so an event is never
 accepted by one and dead-lettered by the other.

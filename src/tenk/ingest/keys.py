@@ -44,6 +44,10 @@ STREAM = stream_key(0)
 GROUP = "tenk-writers"
 # The field that holds one encoded event in a stream entry (see `codec.py`).
 FIELD = b"e"
+# With tracing on, the field after FIELD: the W3C trace context of the span that accepted the event,
+# `traceparent` or `traceparent tracestate` (a traceparent holds no space), so that the worker's write
+# can link to it (`tenk.ingest.tracelinks`). Absent with tracing off, and in entries of older versions.
+TRACE_FIELD = b"t"
 # Hash of running totals: `added` and `acked` (entries added to the stream, and acknowledged by the
 # writers' group) and `added_bytes` and `acked_bytes` (the same, in encoded bytes), each counted in the
 # same script as the command itself, so their differences are the exact backlog on any Redis version.
@@ -76,6 +80,42 @@ end
 redis.call('HINCRBY', KEYS[2], 'added', #ARGV - 1)
 redis.call('HINCRBY', KEYS[2], 'added_bytes', size)
 return #ARGV - 1
+"""
+
+# XADD_MANY with trace contexts, for an API with tracing on: ARGV[1] the byte cap, then per request
+# its trace context ('' when it has none: the span was not sampled), its number of events n, and its
+# n encoded events. An entry's size is the bytes of its field values (as RECONCILE counts them): the
+# event, plus the context when it has one. The plain script stays as it was: tracing off costs nothing.
+XADD_MANY_TRACED = """
+local size, count, i = 0, 0, 2
+while i <= #ARGV do
+  local n = tonumber(ARGV[i + 1])
+  size = size + #ARGV[i] * n
+  for j = i + 2, i + 1 + n do
+    size = size + #ARGV[j]
+  end
+  count = count + n
+  i = i + 2 + n
+end
+local totals = redis.call('HMGET', KEYS[2], 'added_bytes', 'acked_bytes')
+if (tonumber(totals[1]) or 0) - (tonumber(totals[2]) or 0) + size > tonumber(ARGV[1]) then
+  return -1
+end
+i = 2
+while i <= #ARGV do
+  local context, n = ARGV[i], tonumber(ARGV[i + 1])
+  for j = i + 2, i + 1 + n do
+    if context == '' then
+      redis.call('XADD', KEYS[1], '*', 'e', ARGV[j])
+    else
+      redis.call('XADD', KEYS[1], '*', 'e', ARGV[j], 't', context)
+    end
+  end
+  i = i + 2 + n
+end
+redis.call('HINCRBY', KEYS[2], 'added', count)
+redis.call('HINCRBY', KEYS[2], 'added_bytes', size)
+return count
 """
 
 # KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the group, ARGV[2] the entry ids and ARGV[3]

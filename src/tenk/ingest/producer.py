@@ -12,6 +12,11 @@ whose entries span shards fails if any of its parts failed, even though other pa
 
 With `replicated` durability each call is followed by `WAIT 1 <replica_wait_ms>` on the same
 connection; a call no replica acknowledged in time fails its requests with NotReplicated (503).
+
+With tracing on (`traced`), `add` also takes the trace context of the calling request's span and the
+call goes through `keys.XADD_MANY_TRACED`, which stores it in each of the request's entries (one context
+per request on the wire, however many events). With tracing off nothing of that runs: same script, same
+arguments, same entries.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -42,15 +48,28 @@ class NotReplicated(Exception):
 
 class StreamProducer:
     def __init__(
-        self, redis: Redis, max_backlog_bytes: int, shards: int = 1, replica_wait_ms: int | None = None
+        self,
+        redis: Redis,
+        max_backlog_bytes: int,
+        shards: int = 1,
+        replica_wait_ms: int | None = None,
+        traced: bool = False,
     ) -> None:
         self._redis = redis
-        self._script = redis.register_script(keys.XADD_MANY)
+        self._traced = traced
+        self._current_context: Callable[[], bytes | None] | None = None
+        if traced:
+            from tenk.ingest.tracelinks import current_context
+
+            self._current_context = current_context
+        self._source = keys.XADD_MANY_TRACED if traced else keys.XADD_MANY
+        self._script = redis.register_script(self._source)
         self._shards = shards
         # Each shard holds at most its share of the bytes, so the total cap holds too.
         self._max_backlog_bytes = max_backlog_bytes // shards
         self._replica_wait_ms = replica_wait_ms
-        self._queue: list[tuple[dict[int, list[bytes]], asyncio.Future[None]]] = []
+        # Per request: its entries by shard, its trace context (tracing on and sampled only), its waiter.
+        self._queue: list[tuple[dict[int, list[bytes]], bytes | None, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
 
@@ -59,7 +78,7 @@ class StreamProducer:
 
     async def stop(self) -> None:
         await cancel_and_wait(self._sender)
-        for _, waiter in self._queue:
+        for _, _, waiter in self._queue:
             if not waiter.done():
                 waiter.set_exception(ConnectionError("the API is shutting down"))
         self._queue.clear()
@@ -76,7 +95,9 @@ class StreamProducer:
             by_shard = defaultdict(list)
             for entry in entries:
                 by_shard[keys.shard_of(entry, self._shards)].append(entry)
-        self._queue.append((by_shard, waiter))
+        # Read here, in the request's own task: the sender's task has no request span.
+        context = self._current_context() if self._current_context is not None else None
+        self._queue.append((by_shard, context, waiter))
         self._wake.set()
         await waiter
 
@@ -88,7 +109,7 @@ class StreamProducer:
             while self._queue:
                 taken = 0
                 count = 0
-                for by_shard, _ in self._queue:
+                for by_shard, _, _ in self._queue:
                     size = sum(len(entries) for entries in by_shard.values())
                     if count and count + size > _MAX_ENTRIES_PER_CALL:
                         break
@@ -96,9 +117,12 @@ class StreamProducer:
                     taken += 1
                 batch, self._queue = self._queue[:taken], self._queue[taken:]
                 calls: dict[int, list[bytes | int]] = {}
-                for by_shard, _ in batch:
+                for by_shard, context, _ in batch:
                     for shard, entries in by_shard.items():
-                        calls.setdefault(shard, [self._max_backlog_bytes]).extend(entries)
+                        args = calls.setdefault(shard, [self._max_backlog_bytes])
+                        if self._traced:
+                            args += (context or b"", len(entries))
+                        args.extend(entries)
                 try:
                     outcomes = dict(
                         zip(
@@ -110,11 +134,11 @@ class StreamProducer:
                         )
                     )
                 except asyncio.CancelledError:
-                    for _, waiter in batch:
+                    for _, _, waiter in batch:
                         if not waiter.done():
                             waiter.set_exception(ConnectionError("the API is shutting down"))
                     raise
-                for by_shard, waiter in batch:
+                for by_shard, _, waiter in batch:
                     if not waiter.done():
                         _settle(waiter, [outcomes[shard] for shard in by_shard])
 
@@ -127,7 +151,7 @@ class StreamProducer:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.warning("XADD of %d events failed: %s", len(args) - 1, exc)
+            logger.warning("XADD of %d events failed: %s", self._events_in(args), exc)
             raise
 
     async def _append_replicated(self, stream: str, stats: str, args: list[bytes | int]) -> Any:
@@ -135,12 +159,21 @@ class StreamProducer:
         # together in one pipeline, on one connection to the stream's master. EVAL, not EVALSHA: a
         # pipeline cannot load a script that a (new, promoted) master does not have.
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.eval(keys.XADD_MANY, 2, stream, stats, *args)
+            pipe.eval(self._source, 2, stream, stats, *args)
             pipe.execute_command("WAIT", 1, self._replica_wait_ms, **pinned_to(self._redis, stream))
             added, replicas = await pipe.execute()
         if added != keys.BACKLOG_FULL and int(replicas) < 1:
             raise NotReplicated()
         return added
+
+    def _events_in(self, args: list[bytes | int]) -> int:
+        if not self._traced:
+            return len(args) - 1
+        count, i = 0, 1
+        while i < len(args):
+            count += int(args[i + 1])
+            i += 2 + int(args[i + 1])
+        return count
 
 
 def _settle(waiter: asyncio.Future[None], outcomes: list[Any]) -> None:

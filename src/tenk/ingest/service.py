@@ -19,6 +19,7 @@ from tenk.ingest.producer import StreamProducer
 from tenk.ingest.settings import IngestSettings
 from tenk.ingest.stream import Backlog, ensure_group, read_backlogs
 from tenk.ops.metrics import live_gauges
+from tenk.ops.tracing import tracing_on
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.ingest.service")
@@ -30,7 +31,9 @@ class IngestService:
         self.redis = redis
         self.settings = settings
         replica_wait_ms = settings.replica_wait_ms if settings.durability == "replicated" else None
-        self.producer = StreamProducer(redis, settings.max_backlog_bytes, settings.shards, replica_wait_ms)
+        self.producer = StreamProducer(
+            redis, settings.max_backlog_bytes, settings.shards, replica_wait_ms, traced=tracing_on()
+        )
         # All shards together; `shard_backlogs` has each one.
         self.backlog: Backlog | None = None
         self.shard_backlogs: list[Backlog] = []

@@ -25,6 +25,11 @@ reconciles shard by shard, and each shard's entries are acknowledged on their ow
 knows an entry of shard n > 0 by `n/<stream id>` (`keys.writer_stream_id`): stream ids repeat across
 shards.
 
+An entry may carry, after its event, the trace context of the span that accepted it (`keys.TRACE_FIELD`,
+written by an API with tracing on). With tracing on here too, each batch write runs in a span linked to
+its entries' accept spans (`tenk.ingest.tracelinks`); a reclaimed entry still links to its accept, as the
+context travels in the entry. Entries without one (tracing off, an older API) are written the same.
+
 SIGTERM stops the reader, flushes what is in hand, and exits.
 """
 
@@ -36,7 +41,8 @@ import os
 import signal
 import socket
 import time
-from contextlib import suppress
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, suppress
 from typing import Any, NamedTuple
 
 import asyncpg
@@ -54,6 +60,7 @@ from tenk.connections import (
 from tenk.ingest import codec, keys, metrics, partitions
 from tenk.ingest.stream import Backlog, ensure_group, read_backlogs, reconcile_backlog, trim_acknowledged
 from tenk.ingest.writer import CONFLICT, DeadLetter, GiveUp, PostgresWriter, SchemaMissing
+from tenk.ops.tracing import tracing_on
 from tenk.resilience.backoff import Backoff
 from tenk.settings import Settings
 
@@ -71,6 +78,20 @@ class Held(NamedTuple):
     arrived: float
     deliveries: int
     shard: int = 0
+    # The accepting span's trace context, if the entry holds one (see `keys.TRACE_FIELD`).
+    trace: bytes | None = None
+
+    @property
+    def size(self) -> int:
+        """The bytes XADD_MANY(_TRACED) counted for the entry: its field values."""
+        return len(self.entry or b"") + len(self.trace or b"")
+
+
+def _named_fields(fields: list[Any]) -> tuple[bytes | None, bytes | None]:
+    """(event, trace context) of an entry whose fields are not the usual [e, event(, t, context)]:
+    written by hand, say. Read by name, as a claimed entry's fields are."""
+    named = dict(zip(fields[::2], fields[1::2], strict=False))
+    return named.get(keys.FIELD), named.get(keys.TRACE_FIELD)
 
 
 def default_consumer_name() -> str:
@@ -121,6 +142,11 @@ class Worker:
         self._give_up_at: float | None = None
         self._gave_up = False
         self._fatal: SchemaMissing | None = None
+        self._write_span: Callable[[Iterable[bytes | None], int], AbstractContextManager[Any]] | None = None
+        if tracing_on():
+            from tenk.ingest.tracelinks import write_span
+
+            self._write_span = write_span
 
     async def run(self, stop: asyncio.Event) -> None:
         await self._until_redis(self._join, stop)
@@ -190,21 +216,29 @@ class Worker:
                 continue
             held.add(stream_id)
             count = 1 if deliveries is None else deliveries.get(stream_id, 2)
-            self.buffer.append(Held(stream_id, fields.get(keys.FIELD) if fields else None, now, count, shard))
+            entry, trace = (fields.get(keys.FIELD), fields.get(keys.TRACE_FIELD)) if fields else (None, None)
+            self.buffer.append(Held(stream_id, entry, now, count, shard, trace))
             taken += 1
         if taken:
             self._has_work.set()
         return taken
 
     def _take_new(self, shard: int, entries: list[list[Any]]) -> None:
-        """First deliveries, as [id, [field, value]] lists straight from the reply."""
+        """First deliveries, as [id, [field, value, ...]] lists straight from the reply."""
         now = time.monotonic()
         held, append = self.held[shard], self.buffer.append
         for stream_id, fields in entries:
             if stream_id in held:
                 continue
             held.add(stream_id)
-            append(Held(stream_id, fields[1] if fields and fields[0] == keys.FIELD else None, now, 1, shard))
+            size = len(fields) if fields else 0
+            if size == 2 and fields[0] == keys.FIELD:
+                append(Held(stream_id, fields[1], now, 1, shard))
+            elif size == 4 and fields[0] == keys.FIELD and fields[2] == keys.TRACE_FIELD:
+                append(Held(stream_id, fields[1], now, 1, shard, fields[3]))
+            else:
+                entry, trace = _named_fields(fields) if fields else (None, None)
+                append(Held(stream_id, entry, now, 1, shard, trace))
         if entries:
             self._has_work.set()
 
@@ -319,6 +353,14 @@ class Worker:
             logger.error("postgres unreachable at shutdown; %d entries stay pending for the next run", len(self.buffer))
 
     async def _flush(self, taken: list[Held], writer: PostgresWriter) -> None:
+        if self._write_span is None:
+            await self._flush_batch(taken, writer)
+            return
+        # Everything about the batch, its log lines included, happens under its span.
+        with self._write_span((held.trace for held in taken), len(taken)):
+            await self._flush_batch(taken, writer)
+
+    async def _flush_batch(self, taken: list[Held], writer: PostgresWriter) -> None:
         try:
             await self._write_then_acknowledge(taken, writer)
         except GiveUp:
@@ -344,7 +386,7 @@ class Worker:
         started = time.perf_counter()
         good: list[tuple[bytes, bytes, int]] = []
         dead: list[DeadLetter] = []
-        for raw_id, entry, _, deliveries, shard in taken:
+        for raw_id, entry, _, deliveries, shard, _ in taken:
             stream_id = keys.writer_stream_id(shard, raw_id)
             if entry is None:
                 dead.append(DeadLetter(stream_id.decode(), b"", "malformed entry", deliveries))
@@ -377,7 +419,7 @@ class Worker:
                 for shard, helds in list(by_shard.items()):
                     ids = b" ".join(held.stream_id for held in helds)
                     # The sizes XADD_MANY counted, so that the backlog's bytes fall by exactly what it added.
-                    sizes = b" ".join(b"%d" % len(held.entry or b"") for held in helds)
+                    sizes = b" ".join(b"%d" % held.size for held in helds)
                     await self._ack_script(keys=[self.streams[shard], self.stats[shard]], args=[keys.GROUP, ids, sizes])
                     del by_shard[shard]
                 # The flush-wide counters live in shard 0's hash (see `keys`).

@@ -12,8 +12,10 @@ did (the opentelemetry packages are the optional `otel` extra). With it on:
   counted where their Prometheus counters are: no hook in the cache code;
 - JSON log lines carry `trace_id` and `span_id` when a span is current.
 
-`tenk worker` calls `setup_tracing` too: its Redis reads and Postgres writes are traced, but as traces of
-their own: stream entries do not carry the accepting request's context yet.
+`tenk worker` calls `setup_tracing` too. Each batch write gets a span (`ingest.write`: the COPY, dead
+letters and XACK under it) linked to the spans that accepted its events: the API stores the accepting
+span's W3C trace context in each stream entry (`tenk.ingest.tracelinks`). The worker's log lines about a
+batch carry that span's ids.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ from tenk.ops.settings import OpsSettings
 logger = logging.getLogger("tenk.tracing")
 
 DEFAULT_APP = "tenk.app:create_app"
+
+# Set by `setup_tracing`: read once by what adds per-event work only when tracing (the stream producer,
+# the worker), so that with tracing off they do exactly what they did.
+_on = False
+
+
+def tracing_on() -> bool:
+    """Whether this process exports spans (`setup_tracing` ran with an endpoint)."""
+    return _on
 
 
 def _cache_counters() -> list[tuple[Any, str, str, str]]:
@@ -77,6 +88,7 @@ def install_trace_ids_in_logs() -> None:
 
 def setup_tracing(service_name: str, settings: OpsSettings) -> bool:
     """Start exporting this process's spans to TENK_OPS_OTEL_ENDPOINT; False (and nothing done) when it is unset."""
+    global _on
     if not settings.otel_endpoint:
         return False
     try:
@@ -103,6 +115,7 @@ def setup_tracing(service_name: str, settings: OpsSettings) -> bool:
     AioHttpClientInstrumentor().instrument()
     _record_cache_events()
     install_trace_ids_in_logs()
+    _on = True
     logger.info("tracing on: %s, exporting to %s", service_name, settings.otel_endpoint)
     return True
 
