@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import httpx
-from tests.conftest import AUTH, VENV_BIN, start_stack, wait_http_ok
+from tests.conftest import AUTH, VENV_BIN, start_stack
 
-from tenk.stack import free_port
+from tenk.stack import free_port, wait_http_ok
 
 
 def main() -> None:
