@@ -104,10 +104,11 @@ def test_requests_hot_lane_included_trace_postgres_redis_cache_and_upstream(
 
 @pytest.mark.slow
 def test_worker_traces_its_postgres_writes(
-    stack: Stack, spawn_worker: SpawnWorker, receiver: Receiver, spawn_api: Any
+    private_stack: Stack, spawn_worker: SpawnWorker, receiver: Receiver, spawn_api: Any
 ) -> None:
-    api = spawn_api(stack)
-    worker = spawn_worker(stack, "trace-worker", TENK_OPS_OTEL_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100")
+    # A stack of its own: on the shared one the stream can still hold entries a traced API accepted.
+    api = spawn_api(private_stack)
+    worker = spawn_worker(private_stack, "trace-worker", TENK_OPS_OTEL_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100")
     assert httpx.post(api.base_url + "/events", json=event("trace-worker"), headers=AUTH).status_code == 202
     writes = _until(
         lambda: [

@@ -105,6 +105,8 @@ class TenkAPI(FastAPI):
         args = self._arguments(route, tail, scope, self.state)
         if args is None:
             return False
+        # What an outer layer (the tracing's server span) reads to name the route, as after Starlette's routing.
+        scope["route"] = route.route
         request_id = resolve_request_id(scope)
         token = request_id_var.set(request_id.decode())
         try:

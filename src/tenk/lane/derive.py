@@ -23,6 +23,7 @@ import annotated_types
 from fastapi import params
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
+from starlette.routing import BaseRoute
 
 from tenk.lane.declare import HOT_HANDLERS, RESOLVERS, Handler, Resolver, raw_body
 from tenk.ops.auth import require_reader, require_writer
@@ -53,6 +54,7 @@ class QueryParam:
 
 @dataclass(frozen=True, slots=True)
 class LaneRoute:
+    route: BaseRoute  # the declaration; the lane puts it in `scope["route"]`, as Starlette's router does
     method: str
     template: str
     prefix: str  # the path before the one path parameter, or the whole path
@@ -224,6 +226,7 @@ def derive(route: RouteContext) -> LaneRoute:
     method = next(iter(route.methods or ()))
     brace, close = route.path.find("{"), route.path.find("}")
     return LaneRoute(
+        route=route.route,
         method=method,
         template=route.path,
         prefix=route.path if brace < 0 else route.path[:brace],

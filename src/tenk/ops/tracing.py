@@ -5,7 +5,8 @@ did (the opentelemetry packages are the optional `otel` extra). With it on:
 
 - every request gets a server span, the hot lane included: whatever serves tenk's app through
   `tenk.serving.server_argv` (`tenk serve`, the lab, the benchmarks) loads `create_traced_app` instead,
-  which wraps the whole app, outside the lane, in the ASGI instrumentation;
+  which wraps the whole app, outside the lane, in `tenk.ops.server_spans` (sampler first: an unsampled
+  request costs next to nothing);
 - Postgres (asyncpg), Redis (redis-py, the Redis cache layer and the stream) and the upstream call
   (aiohttp) get client spans from their instrumentation libraries, children of the request's span;
 - the in-process cache layers add events (`cache.lookup`: cache, layer, result) to the current span,
@@ -126,18 +127,19 @@ def _traces_url(endpoint: str) -> str:
 
 
 def create_traced_app() -> Any:
-    """The app factory `tenk serve` uses when TENK_OPS_OTEL_ENDPOINT is set: tenk's app inside the ASGI
-    instrumentation, so that the hot lane's requests get their server span too."""
-    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+    """The app factory `tenk serve` uses when TENK_OPS_OTEL_ENDPOINT is set: tenk's app inside the server
+    spans, so that the hot lane's requests get their server span too."""
+    from opentelemetry import trace
 
     from tenk.app import create_app
+    from tenk.ops.server_spans import ServerSpans
     from tenk.settings import Settings
 
     # The server calls this factory with no arguments: this process's entry point reads the tree.
     settings = Settings()
     app = create_app(settings)
     setup_tracing("tenk-api", settings.ops)
-    return OpenTelemetryMiddleware(app, excluded_urls="/health,/ready,/metrics")
+    return ServerSpans(app, trace.get_tracer("tenk.http"), frozenset({"/health", "/ready", "/metrics"}))
 
 
 def app_factory(default: str, traced: bool) -> str:

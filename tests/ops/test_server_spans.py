@@ -1,0 +1,116 @@
+"""The server span per request (`tenk.ops.server_spans`), against the real OpenTelemetry SDK and tenk's real
+app on the shared stack; spans are collected in memory instead of exported."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased
+from opentelemetry.trace import SpanKind, StatusCode, Tracer
+
+from tenk.app import create_app
+from tenk.ops.server_spans import ServerSpans
+from tests.conftest import AUTH, Stack
+
+# A remote parent that did not sample its trace (W3C flags 00).
+UNSAMPLED_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+
+
+@pytest.fixture
+def exported() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+def _tracer(exported: InMemorySpanExporter, sample: bool) -> Tracer:
+    # Parent-based, as tenk's own provider: a request's children follow its decision.
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_ON if sample else ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    return provider.get_tracer("test")
+
+
+async def _client(app: FastAPI, tracer: Tracer) -> AsyncIterator[httpx.AsyncClient]:
+    wrapped = ServerSpans(app, tracer, frozenset({"/health"}))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=wrapped)
+        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test", headers=AUTH) as client:
+            yield client
+
+
+def _servers(exported: InMemorySpanExporter) -> list[ReadableSpan]:
+    return [s for s in exported.get_finished_spans() if s.kind == SpanKind.SERVER]
+
+
+@pytest.fixture
+def app(stack: Stack) -> FastAPI:
+    return create_app(stack.settings())
+
+
+async def test_hot_lane_and_fastapi_requests_get_a_span_named_by_route_template_with_their_status(
+    app: FastAPI, exported: InMemorySpanExporter
+) -> None:
+    async for client in _client(app, _tracer(exported, sample=True)):
+        assert (await client.get("/products/1777")).status_code == 200  # served by the hot lane
+        assert (await client.get("/products/0")).status_code == 422  # FastAPI words the 422
+        assert (await client.get("/no/such/path")).status_code == 404
+        assert (await client.get("/health")).status_code == 200  # excluded
+    spans = _servers(exported)
+    assert [(s.name, s.attributes["url.path"], s.attributes["http.response.status_code"]) for s in spans] == [
+        ("GET /products/{product_id}", "/products/1777", 200),
+        ("GET /products/{product_id}", "/products/0", 422),
+        ("GET <unmatched>", "/no/such/path", 404),
+    ]
+    assert all(s.attributes["http.route"] == s.name.removeprefix("GET ") for s in spans)
+    assert all(s.status.status_code != StatusCode.ERROR for s in spans)
+
+
+async def test_an_incoming_trace_context_is_continued(app: FastAPI, exported: InMemorySpanExporter) -> None:
+    sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
+    async for client in _client(app, _tracer(exported, sample=True)):
+        await client.get("/tasks", headers={"traceparent": sampled_parent})
+    (span,) = _servers(exported)
+    assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+    assert span.parent is not None
+    assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+
+
+async def test_an_unsampled_request_records_nothing_below_it_either(
+    app: FastAPI, exported: InMemorySpanExporter
+) -> None:
+    """The dropped span is still current, so the spans started under it (here one of our own; in tenk the
+    asyncpg and Redis ones) follow its decision instead of starting traces of their own."""
+    tracer = _tracer(exported, sample=True)  # a root would be recorded: only the parent's decision drops them
+
+    @app.get("/child")
+    async def child() -> dict[str, bool]:
+        with tracer.start_as_current_span("child") as span:
+            return {"recording": span.is_recording()}
+
+    async for client in _client(app, tracer):
+        reply = await client.get("/child", headers={"traceparent": UNSAMPLED_PARENT})
+        assert reply.json() == {"recording": False}
+        assert (await client.get("/products/1777", headers={"traceparent": UNSAMPLED_PARENT})).status_code == 200
+    assert exported.get_finished_spans() == ()
+
+
+async def test_an_exception_marks_the_span_as_an_error() -> None:
+    exported = InMemorySpanExporter()
+    app = FastAPI()
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    wrapped = ServerSpans(app, _tracer(exported, sample=True))
+    transport = httpx.ASGITransport(app=wrapped, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
+        assert (await client.get("/boom")).status_code == 500
+    (span,) = _servers(exported)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.name == "GET /boom"
+    assert [e.name for e in span.events] == ["exception"]
