@@ -108,7 +108,9 @@ def test_worker_traces_its_postgres_writes(
 ) -> None:
     # A stack of its own: on the shared one the stream can still hold entries a traced API accepted.
     api = spawn_api(private_stack)
-    worker = spawn_worker(private_stack, "trace-worker", TENK_OPS_OTEL_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100")
+    worker = spawn_worker(
+        private_stack, "trace-worker", TENK_OPS_OTEL_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100"
+    )
     assert httpx.post(api.base_url + "/events", json=event("trace-worker"), headers=AUTH).status_code == 202
     writes = _until(
         lambda: [
