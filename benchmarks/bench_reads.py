@@ -17,12 +17,16 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, stop
+from tenk.lab.measuring.bottleneck import attribute
+from tenk.lab.measuring.sampling import TreeSampler, listener_pid
+from tenk.lab.results.documents import LoadFigures, ServerSample
 from tenk.settings import Settings
 from tenk.stack.seed import COMMON_WORD, search_queries
 
@@ -152,6 +156,55 @@ def _hit_ratio(base: str) -> float | None:
     return counts.get("hit", 0) / total if total else None
 
 
+def _dependencies(settings: Settings) -> dict[str, int]:
+    """The Postgres and Redis the API talks to, by the PID listening on their ports, so the sampler
+    can say whose CPU a ceiling was (they share CPU 1 with wrk on this 2-core machine)."""
+    found = {}
+    for role, url in (("postgres", settings.resolved_database_url), ("redis", settings.resolved_redis_url)):
+        port = urllib.parse.urlsplit(url).port
+        if port and (pid := listener_pid(port)):
+            found[role] = pid
+    return found
+
+
+def _attributed(figures: dict[str, float], server: ServerSample, seconds: int) -> dict[str, float | str]:
+    """The lab's bottleneck rule over one closed-loop run: the API's core, wrk, or a dependency."""
+    requests = int(figures["requests"])
+    load = LoadFigures(
+        engine="wrk",
+        offered_rps=0,
+        duration_s=seconds,
+        requests=requests,
+        rps=figures["ok_rps"],
+        p50_ms=figures["p50_ms"],
+        p95_ms=figures["p99_ms"],
+        p99_ms=figures["p99_ms"],
+        max_ms=figures["p99_ms"],
+        errors=int(figures["non2xx"] + figures["timeouts"] + figures["socket_errors"]),
+        error_rate=figures["error_pct"] / 100,
+        dropped=0,
+        generator_cpu_s=0,
+        generator_cores_used=server.roles_cores_mean.get("wrk", 0.0),
+        generator_util=server.roles_cores_mean.get("wrk", 0.0),
+        generator_cores=1,
+        generator_bound=False,
+    )
+    roles = server.roles_cores_mean
+    return {
+        "api_cores": server.cpu_cores_mean or 0.0,
+        "postgres_cores": roles.get("postgres", 0.0),
+        "wrk_cores": roles.get("wrk", 0.0),
+        "load_core_busy": server.core_busy_mean.get(LOAD_CPU, 0.0),
+        "api_cpu_ms_per_request": 1000 * (server.cpu_cores_mean or 0.0) / figures["rps"] if figures["rps"] else 0.0,
+        "postgres_cpu_ms_per_request": 1000 * roles.get("postgres", 0.0) / figures["rps"] if figures["rps"] else 0.0,
+        "bottleneck": attribute(load, server, 1.0).phrase(),
+    }
+
+
+def _median(runs: list[dict[str, float | str]], key: str) -> float:
+    return statistics.median(float(r[key]) for r in runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -162,7 +215,9 @@ def main() -> None:
     parser.add_argument("--only", help="run only cases whose name contains this")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
-    servers = args.server or [Settings().server]
+    settings = Settings()
+    servers = args.server or [settings.server]
+    dependencies = _dependencies(settings)
 
     env = {k: v for k, v in os.environ.items()}
     env.setdefault("TENK_LOG_LEVEL", "WARNING")
@@ -173,7 +228,7 @@ def main() -> None:
     finally:
         stop(cursor_probe)
 
-    results: dict[str, dict[str, list[dict[str, float]]]] = {}
+    results: dict[str, dict[str, list[dict[str, float | str]]]] = {}
     cases = [c for c in _cases(args.products, cursors) if not args.only or args.only in c.name]
     for round_number in range(1, args.rounds + 1):
         for server in servers:
@@ -188,7 +243,10 @@ def main() -> None:
                         # Misses run at a few thousand a second: long enough to touch every id once.
                         run_wrk(base, warm, args.products // 3000 + 3, args.connections)
                     run_wrk(base, lua, 2, args.connections)
-                    figures = run_wrk(base, lua, args.seconds, args.connections)
+                    sampler = TreeSampler(process.pid, {int(API_CPU)}, known=lambda: dependencies)
+                    with sampler:
+                        measured = run_wrk(base, lua, args.seconds, args.connections)
+                    figures: dict[str, float | str] = {**measured, **_attributed(measured, sampler.stats, args.seconds)}
                     if case.app != HELLO_APP and (ratio := _hit_ratio(base)) is not None:
                         figures["local_hit_ratio"] = ratio
                 finally:
@@ -196,32 +254,41 @@ def main() -> None:
                 results.setdefault(server, {}).setdefault(case.name, []).append(figures)
                 print(
                     f"round {round_number} {server:8} {case.name:45} {figures['rps']:>9.0f} rps "
-                    f"p50 {figures['p50_ms']:.2f} ms p99 {figures['p99_ms']:.2f} ms",
+                    f"p50 {figures['p50_ms']:.2f} ms p99 {figures['p99_ms']:.2f} ms; "
+                    f"API {figures['api_cores']:.2f} cores, postgres {figures['postgres_cores']:.2f}, "
+                    f"CPU {LOAD_CPU} {figures['load_core_busy']:.0%} busy: {figures['bottleneck']}",
                     file=sys.stderr,
                     flush=True,
                 )
 
     for server, by_case in results.items():
-        hello = statistics.median(r["rps"] for r in by_case.get("hello-world (bare ASGI)", [{"rps": float("nan")}]))
+        hello = _median(by_case.get("hello-world (bare ASGI)", [{"rps": float("nan")}]), "rps")
         print(
             f"\n### {server}, one API process on CPU {API_CPU}, wrk on CPU {LOAD_CPU}, {args.connections} "
             f"connections, {args.seconds}s x {args.rounds} rounds (medians)\n"
         )
-        print("| endpoint | RPS | p50 ms | p99 ms | errors % | × hello-world | target |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+        print(
+            "| endpoint | RPS | p50 ms | p99 ms | errors % | × hello-world | target "
+            f"| API cores | Postgres cores | CPU {LOAD_CPU} busy | limited by (most rounds) |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|")
         for case in cases:
             runs = by_case[case.name]
-            rps = statistics.median(r["rps"] for r in runs)
+            rps = _median(runs, "rps")
             row = [
                 case.name,
                 f"{rps:,.0f}",
-                f"{statistics.median(r['p50_ms'] for r in runs):.2f}",
-                f"{statistics.median(r['p99_ms'] for r in runs):.2f}",
-                f"{statistics.median(r['error_pct'] for r in runs):.2f}",
+                f"{_median(runs, 'p50_ms'):.2f}",
+                f"{_median(runs, 'p99_ms'):.2f}",
+                f"{_median(runs, 'error_pct'):.2f}",
                 f"{rps / hello:.2f}",
                 (f"≥ {case.target:,.0f} RPS, " if case.target else "") + f"p99 < {case.p99_target_ms:g} ms"
                 if case.target or case.p99_target_ms != 50
                 else "",
+                f"{_median(runs, 'api_cores'):.2f}",
+                f"{_median(runs, 'postgres_cores'):.2f}",
+                f"{_median(runs, 'load_core_busy'):.0%}",
+                Counter(str(r["bottleneck"]) for r in runs).most_common(1)[0][0],
             ]
             print("| " + " | ".join(row) + " |")
     if args.json:
