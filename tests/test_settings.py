@@ -31,7 +31,7 @@ def _tree_read_from(env: dict[str, str]) -> dict[str, object]:
 def test_a_domain_variable_lands_in_its_branch_and_service_wide_ones_stay_at_the_root() -> None:
     tree = _tree_read_from(
         {
-            "TENK_INGEST_MAX_BACKLOG": "123",
+            "TENK_INGEST_MAX_BACKLOG": "1234",
             "TENK_INGEST_MAX_BACKLOG_BYTES": "4000000",
             "TENK_SEARCH_CACHE": "false",
             "TENK_SEARCH_CACHE_TTL_S": "3",
@@ -44,7 +44,7 @@ def test_a_domain_variable_lands_in_its_branch_and_service_wide_ones_stay_at_the
             "TENK_PORT": "9000",
         }
     )
-    assert tree["ingest"] == {**_defaults("ingest"), "max_backlog": 123, "max_backlog_bytes": 4_000_000}
+    assert tree["ingest"] == {**_defaults("ingest"), "max_backlog": 1234, "max_backlog_bytes": 4_000_000}
     assert tree["search"] == {**_defaults("search"), "cache": False, "cache_ttl_s": 3.0}
     assert tree["database"] == {**_defaults("database"), "url": "postgresql://db.example/tenk", "pool_min": 2}
     assert tree["redis"] == {**_defaults("redis"), "url": "redis://cache.example/0"}

@@ -95,7 +95,7 @@ UNCAPPED = 2**53
 
 async def add_entries(redis: Redis, *entries: bytes) -> None:
     """XADD entries exactly as the API does (counted in the backlog), whatever they hold."""
-    await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, UNCAPPED, *entries)
+    await redis.eval(keys.XADD_MANY, 2, keys.STREAM, keys.STATS, UNCAPPED, UNCAPPED, *entries)
 
 
 async def post_until_refused(

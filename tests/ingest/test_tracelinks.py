@@ -44,7 +44,7 @@ async def _added_bytes(redis: Redis) -> int:
 
 async def test_a_traced_producer_stores_the_accepting_span_in_each_entry_and_counts_its_bytes(redis: Redis) -> None:
     await ensure_group(redis)
-    producer = StreamProducer(redis, UNCAPPED, traced=True)
+    producer = StreamProducer(redis, UNCAPPED, UNCAPPED, traced=True)
     producer.start()
     try:
         with tracer.start_as_current_span("POST /events/batch") as span:
@@ -66,7 +66,7 @@ async def test_a_traced_producer_stores_the_accepting_span_in_each_entry_and_cou
 
 
 async def test_an_untraced_producer_writes_entries_as_before_even_inside_a_span(redis: Redis) -> None:
-    producer = StreamProducer(redis, UNCAPPED)
+    producer = StreamProducer(redis, UNCAPPED, UNCAPPED)
     producer.start()
     try:
         with tracer.start_as_current_span("POST /events"):

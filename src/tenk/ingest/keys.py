@@ -57,37 +57,55 @@ TRACE_FIELD = b"t"
 # expiry: it is small, and lives as long as the stream.
 STATS = stats_key(0)
 
-# The stream's memory is bounded by refusing a batch in the same script that would add it:
-# XADD_MANY returns this instead of a count when the backlog's bytes would pass the cap.
+# The backlog is bounded by refusing a batch in the same script that would add it: XADD_MANY returns
+# this instead of a count when the backlog's bytes or entries would pass their caps. Checked here, not
+# only against the API's polled view of the backlog, so that no process, however fast it posts between
+# two polls, can push the backlog past its cap.
 BACKLOG_FULL = -1
 
-# KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the byte cap of the backlog, ARGV[2..] the
-# encoded events. One round trip for a whole batch, added whole or refused whole: over the cap it adds
-# nothing, so the stream can never push a `noeviction` Redis into OOM (a Redis that is out of memory
-# for other reasons refuses the script at its first XADD and lets it finish once it has written).
-XADD_MANY = """
-local size = 0
-for i = 2, #ARGV do
-  size = size + #ARGV[i]
+# Whether adding `size` bytes in `count` entries keeps the backlog within the byte cap ARGV[1] and the
+# entry cap ARGV[2]; the backlog is what was added and not yet acknowledged, per the stats hash KEYS[2].
+_FITS = """
+local function fits(size, count)
+  local totals = redis.call('HMGET', KEYS[2], 'added_bytes', 'acked_bytes', 'added', 'acked')
+  local held_bytes = (tonumber(totals[1]) or 0) - (tonumber(totals[2]) or 0)
+  local held = (tonumber(totals[3]) or 0) - (tonumber(totals[4]) or 0)
+  return held_bytes + size <= tonumber(ARGV[1]) and held + count <= tonumber(ARGV[2])
 end
-local totals = redis.call('HMGET', KEYS[2], 'added_bytes', 'acked_bytes')
-if (tonumber(totals[1]) or 0) - (tonumber(totals[2]) or 0) + size > tonumber(ARGV[1]) then
-  return -1
-end
-for i = 2, #ARGV do
-  redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
-end
-redis.call('HINCRBY', KEYS[2], 'added', #ARGV - 1)
-redis.call('HINCRBY', KEYS[2], 'added_bytes', size)
-return #ARGV - 1
 """
 
-# XADD_MANY with trace contexts, for an API with tracing on: ARGV[1] the byte cap, then per request
+# KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the byte cap and ARGV[2] the entry cap of the
+# backlog, ARGV[3..] the encoded events. One round trip for a whole batch, added whole or refused
+# whole: over a cap it adds nothing, so the stream can never push a `noeviction` Redis into OOM (a
+# Redis that is out of memory for other reasons refuses the script at its first XADD and lets it
+# finish once it has written).
+XADD_MANY = (
+    _FITS
+    + """
+local size = 0
+for i = 3, #ARGV do
+  size = size + #ARGV[i]
+end
+if not fits(size, #ARGV - 2) then
+  return -1
+end
+for i = 3, #ARGV do
+  redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+end
+redis.call('HINCRBY', KEYS[2], 'added', #ARGV - 2)
+redis.call('HINCRBY', KEYS[2], 'added_bytes', size)
+return #ARGV - 2
+"""
+)
+
+# XADD_MANY with trace contexts, for an API with tracing on: ARGV[1] and ARGV[2] the caps, then per request
 # its trace context ('' when it has none: the span was not sampled), its number of events n, and its
 # n encoded events. An entry's size is the bytes of its field values (as RECONCILE counts them): the
 # event, plus the context when it has one. The plain script stays as it was: tracing off costs nothing.
-XADD_MANY_TRACED = """
-local size, count, i = 0, 0, 2
+XADD_MANY_TRACED = (
+    _FITS
+    + """
+local size, count, i = 0, 0, 3
 while i <= #ARGV do
   local n = tonumber(ARGV[i + 1])
   size = size + #ARGV[i] * n
@@ -97,11 +115,10 @@ while i <= #ARGV do
   count = count + n
   i = i + 2 + n
 end
-local totals = redis.call('HMGET', KEYS[2], 'added_bytes', 'acked_bytes')
-if (tonumber(totals[1]) or 0) - (tonumber(totals[2]) or 0) + size > tonumber(ARGV[1]) then
+if not fits(size, count) then
   return -1
 end
-i = 2
+i = 3
 while i <= #ARGV do
   local context, n = ARGV[i], tonumber(ARGV[i + 1])
   for j = i + 2, i + 1 + n do
@@ -117,6 +134,7 @@ redis.call('HINCRBY', KEYS[2], 'added', count)
 redis.call('HINCRBY', KEYS[2], 'added_bytes', size)
 return count
 """
+)
 
 # KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the group, ARGV[2] the entry ids and ARGV[3]
 # their encoded sizes, each joined by spaces (one argument packs far faster than thousands). Counts

@@ -39,7 +39,7 @@ _MAX_ENTRIES_PER_CALL = 4096
 
 
 class BacklogFull(Exception):
-    """Redis refused the batch: the backlog's bytes would pass TENK_INGEST_MAX_BACKLOG_BYTES."""
+    """Redis refused the batch: the backlog would pass TENK_INGEST_MAX_BACKLOG or TENK_INGEST_MAX_BACKLOG_BYTES."""
 
 
 class NotReplicated(Exception):
@@ -50,6 +50,7 @@ class StreamProducer:
     def __init__(
         self,
         redis: Redis,
+        max_backlog: int,
         max_backlog_bytes: int,
         shards: int = 1,
         replica_wait_ms: int | None = None,
@@ -65,8 +66,8 @@ class StreamProducer:
         self._source = keys.XADD_MANY_TRACED if traced else keys.XADD_MANY
         self._script = redis.register_script(self._source)
         self._shards = shards
-        # Each shard holds at most its share of the bytes, so the total cap holds too.
-        self._max_backlog_bytes = max_backlog_bytes // shards
+        # Each shard holds at most its share of the caps, so the total caps hold too.
+        self._caps: list[bytes | int] = [max_backlog_bytes // shards, max(1, max_backlog // shards)]
         self._replica_wait_ms = replica_wait_ms
         # Per request: its entries by shard, its trace context (tracing on and sampled only), its waiter.
         self._queue: list[tuple[dict[int, list[bytes]], bytes | None, asyncio.Future[None]]] = []
@@ -119,7 +120,7 @@ class StreamProducer:
                 calls: dict[int, list[bytes | int]] = {}
                 for by_shard, context, _ in batch:
                     for shard, entries in by_shard.items():
-                        args = calls.setdefault(shard, [self._max_backlog_bytes])
+                        args = calls.setdefault(shard, [*self._caps])
                         if self._traced:
                             args += (context or b"", len(entries))
                         args.extend(entries)
@@ -168,8 +169,8 @@ class StreamProducer:
 
     def _events_in(self, args: list[bytes | int]) -> int:
         if not self._traced:
-            return len(args) - 1
-        count, i = 0, 1
+            return len(args) - 2
+        count, i = 0, 2
         while i < len(args):
             count += int(args[i + 1])
             i += 2 + int(args[i + 1])

@@ -32,7 +32,12 @@ class IngestService:
         self.settings = settings
         replica_wait_ms = settings.replica_wait_ms if settings.durability == "replicated" else None
         self.producer = StreamProducer(
-            redis, settings.max_backlog_bytes, settings.shards, replica_wait_ms, traced=tracing_on()
+            redis,
+            settings.max_backlog,
+            settings.max_backlog_bytes,
+            settings.shards,
+            replica_wait_ms,
+            traced=tracing_on(),
         )
         # All shards together; `shard_backlogs` has each one.
         self.backlog: Backlog | None = None

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from tenk.ingest.schemas import MAX_PAYLOAD_BYTES
+from tenk.ingest.schemas import MAX_BATCH, MAX_PAYLOAD_BYTES
 
 WriteMode = Literal["copy", "insert"]
 Durability = Literal["everysec", "always", "replicated"]
@@ -28,13 +28,15 @@ class IngestSettings(BaseModel):
         description="`copy`: COPY into a staging table, then INSERT..SELECT. `insert`: one INSERT per event.",
     )
     max_backlog: int = Field(
-        500_000, ge=1, description="Above this many unwritten events (lag + pending), POSTs answer 503."
+        500_000,
+        ge=MAX_BATCH,
+        description="A POST that would take the unwritten events (lag + pending) past this many answers 503.",
     )
     max_backlog_bytes: int = Field(
         256 * 1024 * 1024,
         ge=MAX_PAYLOAD_BYTES,
-        description="Above this many bytes of unwritten events, POSTs answer 503: keep it well below Redis's "
-        "maxmemory minus what the cache needs, so the stream can never push Redis into OOM.",
+        description="A POST that would take the unwritten events' bytes past this many answers 503: keep it "
+        "well below Redis's maxmemory minus what the cache needs, so the stream can never push Redis into OOM.",
     )
     reconcile_every_ms: int = Field(
         10_000, ge=100, description="How often a worker resets the backlog counters from the stream itself."
