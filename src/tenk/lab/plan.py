@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import click
 
+from tenk.ingest.schemas import MAX_BATCH
+from tenk.ingest.settings import IngestSettings
 from tenk.lab.definition.mixes import Mix, load_mix
 from tenk.lab.errors import LabError
 from tenk.lab.results.documents import RungResult, load_results
@@ -35,7 +37,7 @@ WORKER_HEADROOM = 0.7
 # Redis stream bookkeeping per entry (id, listpack fields) on top of the event's own bytes: an assumption
 # from Redis' stream encoding, not a measurement.
 STREAM_OVERHEAD_BYTES = 64
-DEFAULT_MAX_BACKLOG = 500_000
+DEFAULT_MAX_BACKLOG: int = IngestSettings.model_fields["max_backlog"].default
 
 
 @dataclass(frozen=True)
@@ -369,7 +371,7 @@ def render_kustomize(plan: Plan) -> str:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A `python -m benchmarks.bench_ingest --json FILE` file: one worker's measured drain rate.",
 )
-@click.option("--max-backlog", type=click.IntRange(min=1), help="TENK_INGEST_MAX_BACKLOG, if not the default.")
+@click.option("--max-backlog", type=click.IntRange(min=MAX_BATCH), help="TENK_INGEST_MAX_BACKLOG, if not the default.")
 @click.option("--emit", type=click.Choice(["text", "json", "kustomize"]), default="text", show_default=True)
 def plan_command(
     rps: float,
