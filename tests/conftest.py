@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -113,6 +114,18 @@ def start_stack(root: Path, products: int = SEED_PRODUCTS, tasks: int = SEED_TAS
     asyncio.run(migrate(pg.url))
     asyncio.run(seed(pg.url, products, tasks))
     return Stack(root, pg, redis)
+
+
+async def fresh_database(stack: Stack, name: str) -> str:
+    """A new, empty database on the stack's Postgres, owned by the app's role; its URL."""
+    # Creating a database is the superuser's; the app's role owns it, as it owns the application database.
+    admin = await asyncpg.connect(stack.pg.superuser_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
+    finally:
+        await admin.close()
+    return stack.pg.url.rsplit("/", 1)[0] + "/" + name
 
 
 def _short_tmp(prefix: str) -> Path:

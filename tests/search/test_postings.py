@@ -14,7 +14,7 @@ from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
 from tenk.stack.seed import VOCABULARY, products, seed
-from tests.conftest import Stack
+from tests.conftest import Stack, fresh_database
 
 STALE_POSTINGS = """
 SELECT count(*) FROM (
@@ -29,19 +29,8 @@ SELECT count(*) FROM (
 """
 
 
-async def _fresh_database(stack: Stack, name: str) -> str:
-    # Creating a database is the superuser's; the app's role owns it, as it owns the application database.
-    admin = await asyncpg.connect(stack.pg.superuser_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
-    finally:
-        await admin.close()
-    return stack.pg.url.rsplit("/", 1)[0] + "/" + name
-
-
 async def test_migration_0005_posts_the_products_of_an_existing_database(stack: Stack) -> None:
-    dsn = await _fresh_database(stack, "tenk_before_0005")
+    dsn = await fresh_database(stack, "tenk_before_0005")
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(
@@ -63,7 +52,7 @@ async def test_migration_0005_posts_the_products_of_an_existing_database(stack: 
 
 
 async def test_every_write_path_keeps_the_postings_in_step(stack: Stack) -> None:
-    dsn = await _fresh_database(stack, "tenk_postings_writes")
+    dsn = await fresh_database(stack, "tenk_postings_writes")
     await migrate(dsn)
     conn = await asyncpg.connect(dsn)
     try:
@@ -94,7 +83,7 @@ async def test_every_write_path_keeps_the_postings_in_step(stack: Stack) -> None
 async def test_seeding_an_empty_catalogue_posts_every_product_and_leaves_indexes_and_trigger_in_place(
     stack: Stack,
 ) -> None:
-    dsn = await _fresh_database(stack, "tenk_seeded_postings")
+    dsn = await fresh_database(stack, "tenk_seeded_postings")
     await migrate(dsn)
     conn = await asyncpg.connect(dsn)
     try:

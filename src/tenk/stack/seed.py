@@ -242,6 +242,19 @@ async def _search_indexes_built_after(conn: asyncpg.Connection) -> AsyncIterator
     await conn.execute("ALTER TABLE products ENABLE TRIGGER products_search_postings_insert")
 
 
+@asynccontextmanager
+async def _no_invalidations_recorded(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """Inside a transaction, loading an empty catalogue: no outbox record per product (migration 0003).
+
+    A product that did not exist has no cached copy but "no such product", which lasts
+    TENK_CATALOG_NEGATIVE_TTL_S (2 s). A million records, by contrast, kept every API process that
+    started after `tenk up --products 1000000` busy for minutes delivering invalidations nobody needed
+    (0.85 of a core, measured idle), and skewed every benchmark run in that time."""
+    await conn.execute("ALTER TABLE products DISABLE TRIGGER products_record_invalidation")
+    yield
+    await conn.execute("ALTER TABLE products ENABLE TRIGGER products_record_invalidation")
+
+
 async def seed(dsn: str, product_count: int, task_count: int) -> dict[str, int]:
     """Fill empty tables; tables that already hold rows are left alone, so this is safe to repeat."""
     conn = await asyncpg.connect(dsn)
@@ -249,7 +262,7 @@ async def seed(dsn: str, product_count: int, task_count: int) -> dict[str, int]:
     try:
         async with conn.transaction():
             if product_count and not await conn.fetchval("SELECT EXISTS (SELECT 1 FROM products)"):
-                async with _search_indexes_built_after(conn):
+                async with _search_indexes_built_after(conn), _no_invalidations_recorded(conn):
                     await conn.copy_records_to_table(
                         "products",
                         records=products(product_count),
