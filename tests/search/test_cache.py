@@ -6,7 +6,7 @@ import time
 import asyncpg
 import orjson
 
-from tenk.search.queries import RANK_CANDIDATES
+from tenk.search.queries import RANK_CANDIDATES, RANK_ONE_WORD
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.seed import VOCABULARY
@@ -32,8 +32,8 @@ async def _counted_pool(stack: Stack, statements: list[str]) -> asyncpg.Pool:
 
 
 def _searches(statements: list[str]) -> int:
-    """Result pages loaded from Postgres (each load runs the candidate query once)."""
-    return statements.count(RANK_CANDIDATES)
+    """Result pages loaded from Postgres (each load runs one ranking statement once)."""
+    return statements.count(RANK_CANDIDATES) + statements.count(RANK_ONE_WORD)
 
 
 async def _until(condition: object, timeout_s: float = 30.0) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenk.search.queries import RANK_ALL_MATCHES
+from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_ONE_WORD
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
@@ -144,3 +144,22 @@ async def test_candidate_ranking_returns_as_many_hits_as_full_ranking_and_the_sa
     assert [hit["rank"] for hit in ours] == sorted((hit["rank"] for hit in ours), reverse=True)
     if len(full) < limit:
         assert ours == full
+
+
+_one_words = st.tuples(
+    st.sampled_from([*VOCABULARY[:300], *VOCABULARY[-50:], "zzznothing", "the", "and", "or", "not"]),
+    st.sampled_from(["", " ", "  "]),
+    st.booleans(),
+).map(lambda drawn: f"{drawn[1]}{drawn[0].upper() if drawn[2] else drawn[0]}{drawn[1]}")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(word=_one_words, limit=st.integers(1, 20))
+async def test_a_one_word_query_gets_exactly_the_full_ranking_through_the_one_word_statement(
+    service_and_pool: tuple[SearchService, asyncpg.Pool], word: str, limit: int
+) -> None:
+    service, pool = service_and_pool
+    assert ONE_WORD.fullmatch(word)
+    ours = orjson.loads(await pool.fetchval(RANK_ONE_WORD, word, limit))
+    assert ours == orjson.loads(await pool.fetchval(RANK_ALL_MATCHES, word, limit))
+    assert orjson.loads(await service.search(word, limit))["items"] == ours
