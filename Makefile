@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down test test-lab test-cluster lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream lab clean
+.PHONY: run up down test test-lab test-cluster lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream bench-failover lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
@@ -77,6 +77,11 @@ bench-upstream: sync system-deps
 ## /events/batch of 500, one worker's rows/s into Postgres, accept-to-visible lag at 5,000 events/s.
 bench-ingest: sync system-deps
 	$(BIN)/python -m benchmarks.bench_ingest $(BENCH_ARGS)
+
+## What a Redis Cluster failover loses of accepted events per TENK_INGEST_DURABILITY (everysec, always,
+## replicated): replication lag under load, and lost/503/unavailable after kill -9 of a lagging master.
+bench-failover: sync system-deps
+	$(BIN)/python -m benchmarks.bench_failover $(BENCH_ARGS)
 
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.
