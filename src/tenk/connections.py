@@ -11,7 +11,9 @@ import asyncpg
 import orjson
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -230,8 +232,11 @@ def _sentinel_master(url: str, max_connections: int, pool_timeout_s: float | Non
     """A client bound to the current master: on each new connection it asks the sentinels where that is,
     and a connection to a master that has since been demoted is dropped on its first READONLY reply."""
     address = parse_sentinel_url(url)
-    socket_kwargs = {name: value for name, value in kwargs.items() if name.startswith("socket_")}
-    sentinel = Sentinel(address.sentinels, sentinel_kwargs=socket_kwargs)  # type: ignore[no-untyped-call]
+    # One attempt per sentinel: discover_master asks the next one itself, and redis-py's default of ten
+    # retries with backoff on each dead sentinel made a request wait over ten seconds for its 503.
+    sentinel_kwargs = {name: value for name, value in kwargs.items() if name.startswith("socket_")}
+    sentinel_kwargs["retry"] = Retry(NoBackoff(), 0)
+    sentinel = Sentinel(address.sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
     pool: dict[str, Any] = {"connection_pool_class": SentinelConnectionPool}
     if pool_timeout_s is not None:
         pool = {"connection_pool_class": BlockingSentinelConnectionPool, "timeout": pool_timeout_s}
