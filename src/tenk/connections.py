@@ -229,8 +229,11 @@ class SentinelMasterRedis(Redis):
 
 
 def _sentinel_master(url: str, max_connections: int, pool_timeout_s: float | None, **kwargs: Any) -> Redis:
-    """A client bound to the current master: on each new connection it asks the sentinels where that is,
-    and a connection to a master that has since been demoted is dropped on its first READONLY reply."""
+    """A client bound to the current master: each new connection asks the sentinels where that is.
+
+    Sentinels that demote a master close its clients' connections (CLIENT KILL), so the next command
+    fails as an outage, is retried, and reconnects to the new master; redis-py also drops a connection
+    whose command gets READONLY, should one reach a demoted master otherwise."""
     address = parse_sentinel_url(url)
     # One attempt per sentinel: discover_master asks the next one itself, and redis-py's default of ten
     # retries with backoff on each dead sentinel made a request wait over ten seconds for its 503.
