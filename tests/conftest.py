@@ -29,12 +29,14 @@ from tenk.stack import (
     EmbeddedPostgres,
     EmbeddedRedis,
     Spawned,
+    free_port,
     start_http_server,
     start_on_free_port,
 )
 from tenk.stack._ports import PortTakenError
 from tenk.stack.migrate import migrate
 from tenk.stack.redis_cluster import LocalRedisCluster, free_cluster_ports
+from tenk.stack.redis_sentinel import LocalRedisSentinel
 from tenk.stack.seed import seed
 
 # The PgBouncer fixtures, shared by the stack and ingest pooler tests.
@@ -159,6 +161,27 @@ def redis_cluster() -> Iterator[LocalRedisCluster]:
         yield cluster
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_sentinel() -> Iterator[LocalRedisSentinel]:
+    """A master, a replica and three sentinels of this test's own: tests fail over or stop them."""
+    root = _short_tmp("tenk-sentinel-")
+    for attempt in range(3):
+        # Ports can be taken between choosing and binding them: start over on fresh ones.
+        group = LocalRedisSentinel(root / f"sentinel-{attempt}", [free_port() for _ in range(5)])
+        try:
+            group.start()
+            break
+        except (PortTakenError, RuntimeError, TimeoutError):
+            group.stop()
+            if attempt == 2:
+                raise
+    try:
+        yield group
+    finally:
+        group.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, ValidationError
@@ -78,3 +79,36 @@ def test_a_pool_that_keeps_more_open_than_it_may_hold_is_refused() -> None:
 def test_a_bad_value_in_a_branch_names_the_field() -> None:
     with pytest.raises(ValidationError, match=r"ingest\.batch"):
         Settings.model_validate({"ingest": {"batch": 0}})
+
+
+@pytest.mark.parametrize(
+    ("url", "names"),
+    [
+        ("redis+sentinel://:hunter2@/tenk", "at least one sentinel"),
+        ("redis+sentinel://:hunter2@10.0.0.1:26379,10.0.0.2:port/tenk", "'port'"),
+        ("redis+sentinel://:hunter2@10.0.0.1:26379", "service name"),
+        ("redis+sentinel://:hunter2@10.0.0.1:26379/tenk?db=one", "db='one'"),
+    ],
+)
+def test_a_malformed_sentinel_url_is_refused_naming_tenk_redis_url_but_not_its_password(url: str, names: str) -> None:
+    with pytest.raises(ValidationError, match="TENK_REDIS_URL") as refused:
+        Settings.model_validate({"redis": {"url": url}})
+    assert names in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_sentinel_url_with_several_sentinels_a_service_and_a_db_is_accepted() -> None:
+    url = "redis+sentinel://:pw@10.0.0.1:26379,10.0.0.2/tenk?db=2"
+    assert Settings.model_validate({"redis": {"url": url}}).redis.url == url
+
+
+def test_the_cli_refuses_a_malformed_sentinel_url_with_a_message_not_a_traceback() -> None:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("TENK_")}
+    env["TENK_REDIS_URL"] = "redis+sentinel://:hunter2@10.0.0.1:26379"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "tenk"), "serve"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "TENK_REDIS_URL" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "hunter2" not in done.stderr

@@ -7,14 +7,20 @@ import os
 import sys
 
 import click
+from pydantic import ValidationError
 
 from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis
 
 
 def _settings() -> Settings:
-    """The settings tree, read from the environment: once per command, then handed down."""
-    return Settings()
+    """The settings tree, read from the environment: once per command, then handed down.
+
+    A refused setting is the user's to fix: its message, not a traceback through click."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _stack(settings: Settings) -> tuple[EmbeddedPostgres | None, EmbeddedRedis | None]:

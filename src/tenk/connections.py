@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
 import orjson
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -23,6 +27,8 @@ logger = logging.getLogger("tenk.connections")
 # What a Redis call raises when Redis is down or drops the connection. RuntimeError is in it because
 # redis-py under uvloop raises "unable to perform operation on <TCPTransport closed=True>" when Redis
 # dies while a connection is being set up; callers treat that as the outage it is, not as a bug.
+# Behind Sentinel, "no sentinel knows a master" (MasterNotFoundError) and "this master was demoted"
+# are ConnectionErrors, so RedisError covers them and `redis_is_down` counts them as outages.
 REDIS_DOWN: tuple[type[Exception], ...] = (RedisError, OSError, RuntimeError)
 
 
@@ -135,35 +141,136 @@ def is_cluster_url(url: str) -> bool:
     return urlsplit(url).scheme in CLUSTER_SCHEMES
 
 
+def _split_netloc(netloc: str, default_port: int) -> tuple[str | None, str | None, list[tuple[str, int]]]:
+    """(username, password, [(host, port), ...]) of `[user:password@]host:port[,host:port...]`.
+
+    urlsplit cannot parse "h1:p1,h2:p2" as one netloc's host and port: we split it ourselves.
+    """
+    credentials, _, hosts = netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    addresses = []
+    for node in hosts.split(","):
+        host, colon, port = node.strip().rpartition(":")
+        if not colon:
+            host, port = port, ""
+        if port and not (port.isdigit() and 0 < int(port) < 65_536):
+            raise ValueError(f"TENK_REDIS_URL: port {port!r} of host {host!r} is not a port number")
+        addresses.append((host.strip("[]") or "127.0.0.1", int(port or default_port)))
+    return unquote(username) or None, unquote(password) or None, addresses
+
+
 def _cluster_from_url(url: str, max_connections: int, **kwargs: Any) -> RedisCluster:
     parts = urlsplit(url)
-    # urlsplit cannot parse "h1:p1,h2:p2" as one netloc's host and port: split it ourselves.
-    credentials, _, hosts = parts.netloc.rpartition("@")
-    username, _, password = credentials.partition(":")
-    nodes = []
-    for node in hosts.split(","):
-        host, _, port = node.strip().rpartition(":")
-        nodes.append(ClusterNode(host or "127.0.0.1", int(port or 6379)))
+    username, password, addresses = _split_netloc(parts.netloc, 6379)
     return RedisCluster(
-        startup_nodes=nodes,
-        username=unquote(username) or None,
-        password=unquote(password) or None,
+        startup_nodes=[ClusterNode(host, port) for host, port in addresses],
+        username=username,
+        password=password,
         ssl=CLUSTER_SCHEMES[parts.scheme],
         max_connections=max_connections,
         **kwargs,
     )
 
 
+# `redis+sentinel://[[user]:password@]host:port[,host:port...]/<service>[?db=N]`: the master that the
+# listed sentinels name for <service>. The password is the master's (and its replicas'); the sentinels
+# are asked without one, as redis-py's Sentinel does unless told otherwise.
+SENTINEL_SCHEME = "redis+sentinel"
+SENTINEL_PORT = 26379
+
+
+def is_sentinel_url(url: str) -> bool:
+    return urlsplit(url).scheme == SENTINEL_SCHEME
+
+
+@dataclass(frozen=True)
+class SentinelAddress:
+    sentinels: list[tuple[str, int]]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+def parse_sentinel_url(url: str) -> SentinelAddress:
+    """The parts of a `redis+sentinel://` URL; a ValueError naming TENK_REDIS_URL when one is missing or wrong.
+
+    The URL itself is never in the message: it may carry the password.
+    """
+    form = "redis+sentinel://[:password@]host:port[,host:port...]/<service>[?db=N]"
+    parts = urlsplit(url)
+    if not parts.netloc.rpartition("@")[2].strip(", "):
+        raise ValueError(f"TENK_REDIS_URL: a sentinel URL names at least one sentinel: {form}")
+    username, password, sentinels = _split_netloc(parts.netloc, SENTINEL_PORT)
+    service = unquote(parts.path.strip("/"))
+    if not service or "/" in service:
+        raise ValueError(f"TENK_REDIS_URL: a sentinel URL ends with one service name (SENTINEL MASTERS): {form}")
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"db"})
+    if unknown:
+        raise ValueError(f"TENK_REDIS_URL: unknown sentinel URL parameters {unknown}: {form}")
+    db = query.get("db", ["0"])[-1]
+    if not db.isdigit():
+        raise ValueError(f"TENK_REDIS_URL: db={db!r} is not a database number: {form}")
+    return SentinelAddress(sentinels, service, int(db), username, password)
+
+
+class BlockingSentinelConnectionPool(SentinelConnectionPool, BlockingConnectionPool):
+    """Connections to whichever server the sentinels name master, waiting up to `timeout` for a free one
+    when all `max_connections` are busy, as the single server's BlockingConnectionPool does."""
+
+
+class SentinelMasterRedis(Redis):
+    """The master's client, which also closes its connections to the sentinels when it is closed."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        await cast(SentinelConnectionPool, self.connection_pool).sentinel_manager.aclose()
+
+
+def _sentinel_master(url: str, max_connections: int, pool_timeout_s: float | None, **kwargs: Any) -> Redis:
+    """A client bound to the current master: each new connection asks the sentinels where that is.
+
+    Sentinels that demote a master close its clients' connections (CLIENT KILL), so the next command
+    fails as an outage, is retried, and reconnects to the new master; redis-py also drops a connection
+    whose command gets READONLY, should one reach a demoted master otherwise."""
+    address = parse_sentinel_url(url)
+    # One attempt per sentinel: discover_master asks the next one itself, and redis-py's default of ten
+    # retries with backoff on each dead sentinel made a request wait over ten seconds for its 503.
+    sentinel_kwargs = {name: value for name, value in kwargs.items() if name.startswith("socket_")}
+    sentinel_kwargs["retry"] = Retry(NoBackoff(), 0)
+    sentinel = Sentinel(address.sentinels, sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    pool: dict[str, Any] = {"connection_pool_class": SentinelConnectionPool}
+    if pool_timeout_s is not None:
+        pool = {"connection_pool_class": BlockingSentinelConnectionPool, "timeout": pool_timeout_s}
+    return cast(
+        Redis,
+        sentinel.master_for(
+            address.service,
+            redis_class=SentinelMasterRedis,
+            db=address.db,
+            username=address.username,
+            password=address.password,
+            max_connections=max_connections,
+            **pool,
+            **kwargs,
+        ),
+    )
+
+
 def redis_from_url(url: str, *, max_connections: int = 64, **kwargs: Any) -> Redis:
-    """The one place that tells a single Redis from a cluster: every domain gets what this returns.
+    """The one place that tells a single Redis from a cluster or Sentinel: every domain gets what this returns.
 
     A cluster client is typed as `Redis` on purpose. Each command tenk sends touches one slot (the
     keys carry hash tags, see each domain's `keys.py`), so RedisCluster routes it like a single server
     would answer it; what differs (sharded pub/sub, WAIT on the right connection) is in
-    `tenk.pubsub` and `pinned_to`, beside this function, not in the domains.
+    `tenk.pubsub` and `pinned_to`, beside this function, not in the domains. A Sentinel client is a
+    plain `Redis` whose connections go to the current master.
     """
     if is_cluster_url(url):
         return cast(Redis, _cluster_from_url(url, max_connections, **kwargs))
+    if is_sentinel_url(url):
+        return _sentinel_master(url, max_connections, None, **kwargs)
     return Redis.from_url(url, max_connections=max_connections, **kwargs)
 
 
@@ -202,6 +309,8 @@ def create_redis(settings: Settings, *, max_connections: int | None = None, time
     url = settings.resolved_redis_url
     if is_cluster_url(url):
         return redis_from_url(url, max_connections=max_connections, **timeouts)
+    if is_sentinel_url(url):
+        return _sentinel_master(url, max_connections, timeout_s, **timeouts)
     pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s, **timeouts)
     return Redis(connection_pool=pool)
 

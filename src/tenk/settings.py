@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tenk.catalog.settings import CatalogSettings
+from tenk.connections import is_sentinel_url, parse_sentinel_url
 from tenk.ingest.settings import IngestSettings
 from tenk.ops.settings import OpsSettings
 from tenk.search.settings import SearchSettings
@@ -65,18 +66,32 @@ class RedisSettings(BaseModel):
     url: str = Field(
         "",
         description="Redis URL: `redis://` one server, `redis+cluster://[:password@]host:port,host:port` a Redis "
-        "Cluster (>= 7, or Valkey). Empty: the embedded server started by `tenk up`.",
+        "Cluster (>= 7, or Valkey), `redis+sentinel://[:password@]host:port,host:port/<service>[?db=N]` the "
+        "master that Sentinel names for <service>. Empty: the embedded server started by `tenk up`.",
     )
     embedded_port: int = Field(63799, description="Port of the embedded Redis.")
     pool_max: int = Field(64, ge=1, description="Most Redis connections per API process.")
     timeout_s: float = Field(0.25, gt=0, description="Redis socket timeout; Redis is a cache, fail fast.")
 
+    @field_validator("url")
+    @classmethod
+    def _sentinel_url_is_whole(cls, value: str) -> str:
+        # Refused here, at start-up, rather than as a traceback from the first Redis call.
+        if is_sentinel_url(value):
+            parse_sentinel_url(value)
+        return value
+
 
 class Settings(BaseSettings):
     # `_` both ends the prefix and separates a domain from its field; one split only, so that
     # TENK_INGEST_MAX_BACKLOG is ingest.max_backlog, not ingest.max.backlog.
+    # Values are kept out of error messages: a refused DSN or Redis URL may carry its password.
     model_config = SettingsConfigDict(
-        env_prefix="TENK_", env_nested_delimiter="_", env_nested_max_split=1, extra="ignore"
+        env_prefix="TENK_",
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        extra="ignore",
+        hide_input_in_errors=True,
     )
 
     data_dir: Path = Field(

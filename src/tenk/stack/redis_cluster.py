@@ -86,6 +86,17 @@ def free_cluster_ports(count: int) -> list[int]:
     return ports
 
 
+def shared_password(member_dir: Path) -> str:
+    """The password every member of a group (a cluster, a Sentinel group) keeps in the group's directory.
+
+    The members authenticate to each other with it too (`masterauth`)."""
+    group_dir = member_dir.parent
+    make_private(group_dir.parent, server_may_enter=True)
+    make_private(group_dir, server_may_enter=True)
+    make_private(member_dir)
+    return secret(group_dir / "password")
+
+
 @dataclass
 class ClusterMember(EmbeddedRedis):
     """One cluster node: an EmbeddedRedis with cluster mode on and the cluster's shared password."""
@@ -95,11 +106,7 @@ class ClusterMember(EmbeddedRedis):
 
     @property
     def password(self) -> str:
-        cluster_dir = self.data_dir.parent
-        make_private(cluster_dir.parent, server_may_enter=True)
-        make_private(cluster_dir, server_may_enter=True)
-        make_private(self.data_dir)
-        return secret(cluster_dir / "password")
+        return shared_password(self.data_dir)
 
     def config(self) -> dict[str, str]:
         return {
