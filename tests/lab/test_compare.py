@@ -22,8 +22,11 @@ from tenk.lab.results.compare import compare_rows, merge_results
 from tenk.lab.results.documents import (
     EndpointFigures,
     LoadFigures,
+    Machine,
+    Provenance,
     Results,
     RungResult,
+    Software,
     Verdict,
     load_results,
 )
@@ -140,7 +143,7 @@ def test_two_k6_segments_of_one_script_merge_to_the_whole_run(
     assert (merged_dir / "report.html").exists()
 
 
-def repeated(label_values: list[tuple[str, list[float]]], provenance: dict[str, Any] | None = None) -> Results:
+def repeated(label_values: list[tuple[str, list[float]]], provenance: Provenance | None = None) -> Results:
     """A result whose rungs each carry several repeats' goodput."""
     rungs = [
         rung(index, label, figures(1000, 0, sorted(values)[len(values) // 2], 10.0)).model_copy(
@@ -181,8 +184,10 @@ def test_fail_on_regression_exits_non_zero_only_for_a_supported_regression(tmp_p
 
 
 def test_compare_warns_when_the_runs_come_from_different_machines(tmp_path: Path) -> None:
-    machine = {"cpu_model": "x", "cores": 2, "memory_gb": 8.0, "kernel": "6.1"}
-    software = {"python": "3.11", "packages": {"tenk": "0.1"}, "k6": "k6 v1"}
+    machine = Machine(cpu_model="x", cores=2, memory_gb=8.0, kernel="6.1", hostname="a")
+    software = Software(
+        python="3.11", implementation="cpython", packages={"tenk": "0.1"}, k6="k6 v1", git_sha="", git_dirty=False
+    )
     a = write(tmp_path, "a", repeated([("on", [1.0])], {"machine": machine, "software": software}))
     b = write(tmp_path, "b", repeated([("on", [1.0])], {"machine": {**machine, "cores": 8}, "software": software}))
     out = CliRunner().invoke(main, ["lab", "compare", str(a), str(b)])
@@ -237,7 +242,7 @@ def key_paths(value: Any, path: str = "") -> set[str]:
     paths = set()
     for key, item in value.items():
         paths.add(f"{path}.{key}")
-        if key not in ("config", "provenance", "k6_summary", "series", "seconds"):
+        if key != "k6_summary":
             paths |= key_paths(item, f"{path}.{key}")
     return paths
 

@@ -21,6 +21,7 @@ from tenk.lab.baselines import WSGI_BASELINES
 from tenk.lab.cli import PRESET_DIR
 from tenk.lab.definition.ladder import Claim, Ladder, RungConfig, load_ladder
 from tenk.lab.measuring.runner import RunOptions, run_ladder, time_bound_s
+from tenk.lab.results.documents import load_results
 from tenk.settings import Settings
 from tenk.settings_doc import documented
 from tests.conftest import TEST_API_KEY, Stack
@@ -277,6 +278,7 @@ def test_preset_smoke_run_completes_every_rung_and_its_report_renders(name: str,
     env = stack.env(TENK_LAB_API_KEY=TEST_API_KEY, PYTHONPATH=str(REPO))
     out = run_ladder(ladder, RunOptions(results_root=tmp_path, base_env=env, repeats=1))
     results = json.loads((out / "results.json").read_text())
+    assert json.loads(load_results(out).model_dump_json()) == results, "every map the runner wrote reads back"
     labels = [rung.label for rung in ladder.rungs]
     assert [rung["label"] for rung in results["rungs"]] == labels
     targets = {rung.label: rung.config.target for rung in ladder.rungs}

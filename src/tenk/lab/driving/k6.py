@@ -14,9 +14,9 @@ from typing import Any
 from tenk.lab.definition.mixes import Mix
 from tenk.lab.driving.generator import generator_verdict, run_measured
 from tenk.lab.driving.k6script import ERROR_REASONS, k6_script
-from tenk.lab.driving.live import LiveTail, Second
+from tenk.lab.driving.live import LiveTail
 from tenk.lab.errors import LabError
-from tenk.lab.results.documents import EndpointFigures, LoadFigures
+from tenk.lab.results.documents import EndpointFigures, LoadFigures, Second
 from tenk.lab.results.latency import encode, histogram_from_k6_csv
 
 
@@ -125,7 +125,7 @@ def run_k6(
     figures.generator_bound = bool(figures.generator_reasons)
     if tail is not None and samples.exists():
         tail.poll(final=True)
-        figures.seconds = [second.to_json() for second in tail.seconds]
+        figures.seconds = list(tail.seconds)
         histogram = histogram_from_k6_csv(samples)
         figures.latency_hdr = encode(histogram)
         (workdir / "latency.hdr").write_text(figures.latency_hdr + "\n")

@@ -10,21 +10,10 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-
-@dataclass
-class Second:
-    t: int  # unix second
-    offered_rps: float
-    goodput_rps: float
-    errors: int
-    p99_ms: float
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+from tenk.lab.results.documents import Second
 
 
 @dataclass

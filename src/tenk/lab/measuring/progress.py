@@ -10,8 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tenk.lab.driving.live import Second
-from tenk.lab.results.documents import LoadFigures
+from tenk.lab.results.documents import LoadFigures, Second
 
 
 class Progress(Protocol):

@@ -10,7 +10,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tenk.lab.cpus import cpu_set, other_cpus
 from tenk.lab.definition.ladder import Ladder, Rung, RungConfig
@@ -61,6 +61,7 @@ from tenk.lab.results.documents import (
     Metrics,
     Results,
     RungResult,
+    RungSettings,
     ServerSample,
     Verdict,
 )
@@ -484,7 +485,7 @@ def _rung_result(
         changes=[str(c) for c in rung.changes],
         multi_variable=rung.multi_variable,
         allow_multi=rung.allow_multi,
-        config=asdict(config),
+        config=cast(RungSettings, asdict(config)),  # RungSettings names RungConfig's fields
         mode="capacity" if capacity is not None else "rate",
         value=value,
         figures=figures,

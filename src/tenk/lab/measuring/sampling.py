@@ -12,7 +12,7 @@ import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tenk.lab.results.documents import ServerSample
+from tenk.lab.results.documents import GaugeFigures, ServerSample
 
 Known = Callable[[], dict[str, int]]
 
@@ -268,5 +268,5 @@ class GaugeWatcher:
             self._scrape()
             self._stop.wait(self.interval_s)
 
-    def to_json(self) -> dict[str, dict[str, float]]:
+    def to_json(self) -> dict[str, GaugeFigures]:
         return {key: {"last": value, "max": self.max[key]} for key, value in sorted(self.last.items())}

@@ -12,18 +12,21 @@ over the step's window (so the direct-INSERT baseline is measured the same way a
 and the backlog at both ends from `/ingest/stats` (tenk only: the baseline has no backlog). A
 backlog that grows means the accept rate is not being landed.
 
-Input: the URLs and the Postgres DSN. Output: plain dicts kept in the step's server sample.
+Input: the URLs and the Postgres DSN. Output: the `UpstreamStats` and `IngestFigures` kept in the
+step's server sample.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 import httpx
 import psycopg
 import redis
+
+from tenk.lab.results.documents import IngestFigures, UpstreamStats
 
 TIMEOUT_S = 5.0
 TARGET_RESET = "target restarted for this repeat (in-process caches empty)"
@@ -46,6 +49,13 @@ FROM events WHERE written_at > %s AND written_at <= %s
 """
 
 
+class IngestStats(TypedDict, total=False):
+    """tenk's /ingest/stats, the part read here; empty when not tenk or its Redis is down."""
+
+    rows_written: int
+    backlog: int
+
+
 def flush_redis(url: str) -> None:
     with redis.Redis.from_url(url, socket_timeout=TIMEOUT_S) as client:
         client.flushdb()
@@ -61,7 +71,7 @@ def db_now(dsn: str) -> datetime | None:
     return row[0] if row else None
 
 
-def landed(dsn: str, since: datetime | None, until: datetime | None) -> dict[str, Any]:
+def landed(dsn: str, since: datetime | None, until: datetime | None) -> IngestFigures:
     """Rows written in (since, until]: how many, and their accept-to-visible lag."""
     if since is None or until is None or until <= since:
         return {}
@@ -97,16 +107,21 @@ def reset_upstream(url: str) -> None:
         return
 
 
-def upstream_snapshot(url: str) -> dict[str, Any]:
+def upstream_snapshot(url: str) -> UpstreamStats:
     """The mock's requests parked right now and at most during the step."""
     try:
         body = httpx.get(url + "/stats", timeout=TIMEOUT_S).json()
     except (httpx.HTTPError, ValueError):
         return {}
-    return {key: body.get(key) for key in ("requests", "in_flight", "max_in_flight", "client_gone")}
+    return {
+        "requests": body.get("requests"),
+        "in_flight": body.get("in_flight"),
+        "max_in_flight": body.get("max_in_flight"),
+        "client_gone": body.get("client_gone"),
+    }
 
 
-def ingest_snapshot(base_url: str, api_key: str) -> dict[str, Any]:
+def ingest_snapshot(base_url: str, api_key: str) -> IngestStats:
     try:
         response = httpx.get(
             base_url + "/ingest/stats", headers={"Authorization": f"Bearer {api_key}"}, timeout=TIMEOUT_S
@@ -119,11 +134,11 @@ def ingest_snapshot(base_url: str, api_key: str) -> dict[str, Any]:
     return {"rows_written": body.get("rows_written", 0), "backlog": body["backlog"]}
 
 
-def ingest_figures(start: dict[str, Any], end: dict[str, Any], rows: dict[str, Any], seconds: float) -> dict[str, Any]:
+def ingest_figures(start: IngestStats, end: IngestStats, rows: IngestFigures, seconds: float) -> IngestFigures:
     """A step's ingest figures: `rows` from `landed`, the backlog from two `ingest_snapshot`s, and the
     rate over the step's measured `seconds` (the load's, not the window's: the window also spans the
     generator's start and stop, when nothing arrives)."""
-    figures = dict(rows)
+    figures = rows.copy()
     if rows and seconds > 0:
         figures["rows_landed_per_s"] = round(int(rows["rows_landed"]) / seconds, 1)
     if start and end and "backlog" in start and "backlog" in end:
@@ -138,7 +153,7 @@ def ingest_figures(start: dict[str, Any], end: dict[str, Any], rows: dict[str, A
     return figures
 
 
-def backlog_failures(ingest: dict[str, Any]) -> list[str]:
+def backlog_failures(ingest: IngestFigures) -> list[str]:
     """Why a step fails a backlog-stable search: accepted faster than landed."""
     if not ingest.get("backlog_grew"):
         return []

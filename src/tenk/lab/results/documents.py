@@ -12,14 +12,21 @@ is what results files are kept for. Typos are caught where they are made instead
 is built with keyword constructors that mypy checks (pydantic's plugin), and a missing required
 field still fails the load. Fields added since the first files were written have defaults, so
 those files load too.
+
+The maps a step records beside its figures (the mock upstream's counters, the ingest figures,
+provenance, the rung's config) are TypedDicts, not models: on disk they are the plain objects they
+always were, an unmeasured one is `{}`, and readers tell measured from not with `.get`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+# pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
+from typing_extensions import TypedDict
 
 from tenk.lab.errors import LabError
 
@@ -53,6 +60,16 @@ class EndpointFigures(Document):
     error_rate: float
 
 
+class Second(Document):
+    """One second of a fixed-rate run, as the live view showed it (`tenk.lab.driving.live`)."""
+
+    t: int  # unix second
+    offered_rps: float
+    goodput_rps: float
+    errors: int
+    p99_ms: float
+
+
 class LoadFigures(Document):
     """What one load run measured, in the engine-independent shape every report and merge reads."""
 
@@ -81,12 +98,52 @@ class LoadFigures(Document):
     # Every request's latency as an encoded HdrHistogram (fixed-rate runs; see tenk.lab.results.latency).
     latency_hdr: str = ""
     # Fixed-rate runs: each second's offered rate, goodput, errors and p99 (the live view's figures).
-    seconds: list[dict[str, Any]] = Field(default_factory=list)
+    seconds: list[Second] = Field(default_factory=list)
     # After a merge: how the percentiles were obtained, and the segments' extremes.
     percentiles: str = ""
     p50_bounds_ms: list[float] = Field(default_factory=list)
     p95_bounds_ms: list[float] = Field(default_factory=list)
     p99_bounds_ms: list[float] = Field(default_factory=list)
+
+
+class SeriesPoint(TypedDict):
+    """One sample of the target's process tree: when (seconds into the step), cores busy, RSS."""
+
+    t_s: float
+    cpu_cores: float
+    rss_mb: float
+    neighbour_cores: NotRequired[float]  # absent from files written before neighbours were sampled
+
+
+class UpstreamStats(TypedDict, total=False):
+    """The mock upstream's counters at a step's end (`measuring.state.upstream_snapshot`): all four,
+    each None if the mock did not report it, or none when the step had no mock upstream."""
+
+    requests: int | None
+    in_flight: int | None
+    max_in_flight: int | None
+    client_gone: int | None
+
+
+class GaugeFigures(TypedDict):
+    """A /metrics gauge polled through a step (`measuring.sampling.GaugeWatcher`): last value, peak."""
+
+    last: float
+    max: float
+
+
+class IngestFigures(TypedDict, total=False):
+    """What a step landed (`measuring.state.ingest_figures`): rows and their lag from Postgres, for
+    any target; the backlog at both ends only from tenk. Empty when the mix does not ingest."""
+
+    rows_landed: int
+    lag_p50_ms: float | None  # None when no row landed
+    lag_p99_ms: float | None
+    rows_landed_per_s: float
+    backlog_start: int
+    backlog_end: int
+    backlog_growth: int
+    backlog_grew: bool
 
 
 class ServerSample(Document):
@@ -110,11 +167,11 @@ class ServerSample(Document):
     role_cpus: dict[str, list[int]] = Field(default_factory=dict)
     # Each core's busy share (0..1), whoever kept it busy.
     core_busy_mean: dict[str, float] = Field(default_factory=dict)
-    series: list[dict[str, float]] = Field(default_factory=list)
+    series: list[SeriesPoint] = Field(default_factory=list)
     # The mock upstream's counters, the target's polled gauges and the ingest figures, when measured.
-    upstream: dict[str, Any] = Field(default_factory=dict)
-    gauges: dict[str, Any] = Field(default_factory=dict)
-    ingest: dict[str, Any] = Field(default_factory=dict)
+    upstream: UpstreamStats = Field(default_factory=lambda: UpstreamStats())
+    gauges: dict[str, GaugeFigures] = Field(default_factory=dict)
+    ingest: IngestFigures = Field(default_factory=lambda: IngestFigures())
 
     @property
     def sampled(self) -> bool:
@@ -192,6 +249,38 @@ class Metrics(Document):
     gauges: dict[str, float] = Field(default_factory=dict)
 
 
+class RungSettings(TypedDict, total=False):
+    """A rung's config as results.json records it: `definition.ladder.RungConfig`'s fields (a test
+    keeps the two equal). Every key is optional: a result made from a bare k6 summary records only
+    mix, rate, duration_s and slo_p99_ms, and older files lack the fields added since."""
+
+    target: str
+    factory: bool
+    server: str
+    workers: int
+    loop: str
+    http: str
+    access_log: bool
+    cpus: str
+    ingest_workers: int
+    pass_if_backlog_stable: bool
+    redis_io_threads: int
+    mix: str
+    rate: float
+    capacity: bool
+    slo_p99_ms: float
+    duration_s: float
+    warmup_s: float
+    engine: str
+    connections: int
+    step_s: float
+    capacity_budget_s: float
+    start_rate: float
+    max_rate: float
+    env: dict[str, str]
+    upstream: dict[str, float]
+
+
 class RungResult(Document):
     """One rung: one repeat's measurement, or (with `repeats`) the median repeat with every repeat beside it."""
 
@@ -201,14 +290,17 @@ class RungResult(Document):
     changes: list[str]
     multi_variable: bool
     allow_multi: bool = False
-    config: dict[str, Any]
+    config: RungSettings
     mode: Literal["capacity", "rate"]
     value: float
     figures: LoadFigures
     server: ServerSample = Field(default_factory=ServerSample)
     capacity: CapacityResult | None = None
     metrics: Metrics | None = None
-    k6_summary: dict[str, Any] | None = None
+    # The generator's own end-of-run summary (k6's, or wrk's script's), kept verbatim for a person to
+    # dig into: open, because its shape is the generator's and changes with its version. tenk reads
+    # its figures from the summary file when the run ends (`driving.k6`, `driving.wrk`), never from here.
+    k6_summary: dict[str, JsonValue] | None = None
     verdict: Verdict
     elapsed_s: float | None = None
     bottleneck: Bottleneck | None = None
@@ -240,6 +332,37 @@ class Claim(Document):
     expect: tuple[str, ...] = ()
 
 
+class Machine(TypedDict):
+    cpu_model: str
+    cores: int | None  # psutil's count: None where the platform does not say
+    memory_gb: float
+    kernel: str
+    hostname: str
+
+
+class Software(TypedDict):
+    python: str
+    implementation: str
+    packages: dict[str, str]  # the installed ones of `provenance.PACKAGES`, with their versions
+    k6: str  # `k6 version`'s first line; "" without k6
+    git_sha: str  # "" outside a git checkout
+    git_dirty: bool
+
+
+class Pinning(TypedDict):
+    target_cpus: str
+
+
+class Provenance(TypedDict, total=False):
+    """Where a result came from (`results.provenance.provenance`): all four, or none in a result
+    made before tenk recorded it or read from a bare k6 summary."""
+
+    machine: Machine
+    software: Software
+    pinning: dict[str, Pinning]  # by rung label
+    env: dict[str, str]  # the TENK_ settings, keys and URLs left out
+
+
 class Results(Document):
     """A results.json: a ladder's rungs, the claims it checks, and where and when it ran."""
 
@@ -251,7 +374,7 @@ class Results(Document):
     repeats: int | None = None
     elapsed_s: float | None = None
     time_bound_s: float | None = None
-    provenance: dict[str, Any] = Field(default_factory=dict)
+    provenance: Provenance = Field(default_factory=lambda: Provenance())
     claims: list[Claim]
     rungs: list[RungResult]
     merged_from: list[str] = Field(default_factory=list)

@@ -9,11 +9,11 @@ import sys
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from tenk.lab.definition.ladder import Ladder
+from tenk.lab.results.documents import Provenance
 
 PACKAGES = ("tenk", "granian", "uvicorn", "gunicorn", "fastapi", "starlette", "asyncpg", "redis", "uvloop")
 # What must match for two runs to be comparable without a warning.
@@ -60,7 +60,7 @@ def k6_version() -> str:
     return text.splitlines()[0] if text else ""
 
 
-def provenance(ladder: Ladder, env: Mapping[str, str]) -> dict[str, Any]:
+def provenance(ladder: Ladder, env: Mapping[str, str]) -> Provenance:
     return {
         "machine": {
             "cpu_model": _cpu_model(),
@@ -82,8 +82,8 @@ def provenance(ladder: Ladder, env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flat(data: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping) and name not in COMPARABLE:
@@ -93,7 +93,7 @@ def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+def differences(a: Provenance, b: Provenance) -> list[str]:
     """What differs between two results' provenance, among what must match to compare them."""
     if not a or not b:
         return ["one result records no provenance (made before tenk recorded it): machine and versions unknown"]

@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tenk.lab.definition import expectations
-from tenk.lab.results.documents import Claim, Results, RungResult, ServerSample
+from tenk.lab.results.documents import Claim, IngestFigures, Results, RungResult, ServerSample
 from tenk.lab.results.stats import INVALID, Comparison, compare
 
 # For rates, "x" is to/from; for latency and errors, lower is better, so it is from/to.
@@ -56,7 +56,7 @@ def quantity(rung: RungResult, name: str) -> float | None:
     """A claim expectation's quantity (`expectations.QUANTITIES`) as measured on `rung`; None if not."""
     figures, server = rung.figures, rung.server
     upstream, ingest = server.upstream, server.ingest
-    found: dict[str, Any] = {
+    found: dict[str, float | None] = {
         "goodput": figures.rps,
         "offered": figures.offered_rps,
         "capacity": rung.value if rung.mode == "capacity" else None,
@@ -257,7 +257,7 @@ def _parked_cell(server: ServerSample) -> str:
     return f"{mock}, {'-' if own is None else f'{own:g}'}"
 
 
-def _ingest_cell(ingest: dict[str, Any]) -> str:
+def _ingest_cell(ingest: IngestFigures) -> str:
     if not ingest:
         return "-"
     lag = f"{_ms(ingest.get('lag_p50_ms'))}/{_ms(ingest.get('lag_p99_ms'))}"
@@ -484,7 +484,7 @@ def _cpu_cell(rung: RungResult) -> str:
     return _fmt_float(cpu_ms_per_request(rung))
 
 
-def _plottable(value: Any) -> bool:
+def _plottable(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
