@@ -33,7 +33,8 @@ def test_a_ladder_is_single_with_one_api_node_unless_it_says_otherwise(tmp_path:
 
 
 def test_a_cluster_rung_adding_an_api_node_changes_one_variable(tmp_path: Path) -> None:
-    path = write(tmp_path, 'topology = "cluster"', '[[rung]]\nlabel = "1 node"\n[[rung]]\nlabel = "2 nodes"\napis = 2\n')
+    rungs = '[[rung]]\nlabel = "1 node"\n[[rung]]\nlabel = "2 nodes"\napis = 2\n'
+    path = write(tmp_path, 'topology = "cluster"', rungs)
     ladder = load_ladder(path)
     assert ladder.topology == "cluster"
     assert [r.config.apis for r in ladder.rungs] == [1, 2]
