@@ -418,7 +418,7 @@ def _known(
     return known
 
 
-def _target_cores(config: RungConfig) -> float:
+def target_cores(config: RungConfig) -> float:
     """The most CPU the target can use: its pinned cores, or its process count (every node's) if fewer."""
     return float(min(len(cpu_set(config.cpus)), config.apis * max(1, config.workers)))
 
@@ -431,7 +431,7 @@ def _ceiling(
     extra_failures: list[str] | None = None,
 ) -> Bottleneck:
     """The bottleneck at the lowest failing rate (the ceiling), or `kept_up` when no step failed."""
-    cores = _target_cores(config)
+    cores = target_cores(config)
     if capacity is not None:
         # A rate fails when its last step failed: a failure measured again and passed was a stall.
         last_at_rate = {step.rate: step for step in capacity.steps}
