@@ -125,10 +125,10 @@ def plan_text(ladder: Ladder, repeats: int | None = None) -> str:
             how += ", and the ingest backlog must not grow"
         if config.redis_io_threads:
             how += f"; a private Redis, io-threads {config.redis_io_threads}"
-        nodes = f"{config.apis} API node(s) behind HAProxy, each " if ladder.topology == "cluster" else ""
+        nodes = f"{config.apis} API node(s) behind HAProxy, each " if ladder.topology == "cluster" else "target "
         lines.append(
             f"  {rung.index + 1}. {rung.label}: {rung.changed}\n"
-            f"     {nodes}target {config.target} on {config.server} x{config.workers}, CPU {config.cpus}; "
+            f"     {nodes}{config.target} on {config.server} x{config.workers}, CPU {config.cpus}; "
             f"mix {config.mix}; warm-up {config.warmup_s:g}s; {how}; <= {rung_bound_s(rung):.0f}s a repeat"
         )
     lines.append(f"time bound: {time_bound_s(ladder, count):.0f}s; nothing was started (--dry-run)")
