@@ -40,9 +40,10 @@ def ensure_cluster(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo
 
     settings = stack_settings(env)
     stack_env = {"TENK_DATA_DIR": str(settings.data_dir.resolve())}
+    stores = cluster_stores(settings)
     started: list[Store] = []
     try:
-        for store in cluster_stores(settings):
+        for store in stores:
             running = all(status.up for status in store.statuses())
             store.start()
             stack_env.update(store.env())
@@ -52,7 +53,7 @@ def ensure_cluster(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo
         for store in reversed(started):
             store.stop()
         raise LabError(f"could not start the cluster's stores: {exc}") from exc
-    pids = {s.name: s.pid for store in cluster_stores(settings) for s in store.statuses() if s.pid is not None}
+    pids = {s.name: s.pid for store in stores for s in store.statuses() if s.pid is not None}
     direct = stack_env.get("TENK_DATABASE_DIRECT_URL") or stack_env.get("TENK_DATABASE_URL") or ""
     try:
         asyncio.run(migrate(direct))
