@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -296,3 +297,25 @@ def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
     mock_process.set_profile(p50_ms=0, p99_ms=0, error_rate=0, hang_rate=0)
     mock_process.reset_stats()
     return mock_process
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_run(length: int, bus_offset: int = 0) -> int:
+    """A port p with p .. p + length - 1 all free: the cluster's stores sit beside the embedded ports.
+    With `bus_offset`, each port's Redis Cluster bus port (port + 10000) must be free as well."""
+    for _ in range(200):
+        base = free_port()
+        ports = range(base, base + length)
+        if base + length + bus_offset < 65535 and all(
+            _bindable(port) and (not bus_offset or _bindable(port + bus_offset)) for port in ports
+        ):
+            return base
+    raise AssertionError(f"no run of {length} free ports found")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -12,33 +11,11 @@ import psutil
 import pytest
 
 from tenk.stack import free_port, port_is_open
-from tests.conftest import VENV_BIN
+from tests.conftest import VENV_BIN, free_port_run
 
 pytestmark = pytest.mark.cluster
 
 FLEET = {"api-1", "api-2", "worker-1", "worker-2", "haproxy"}
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _free_run(length: int, bus_offset: int = 0) -> int:
-    """A port p with p .. p + length - 1 all free: the cluster's stores sit beside the embedded ports.
-    With `bus_offset`, each port's Redis Cluster bus port (port + 10000) must be free as well."""
-    for _ in range(200):
-        base = free_port()
-        ports = range(base, base + length)
-        if base + length + bus_offset < 65535 and all(
-            _bindable(port) and (not bus_offset or _bindable(port + bus_offset)) for port in ports
-        ):
-            return base
-    raise AssertionError(f"no run of {length} free ports found")
 
 
 def _tenk(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -65,8 +42,8 @@ def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(stack_roo
     env = {
         "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
         "TENK_DATA_DIR": str(stack_root),
-        "TENK_DATABASE_EMBEDDED_PORT": str(pg_port := _free_run(3)),
-        "TENK_REDIS_EMBEDDED_PORT": str(redis_port := _free_run(7, bus_offset=10_000)),
+        "TENK_DATABASE_EMBEDDED_PORT": str(pg_port := free_port_run(3)),
+        "TENK_REDIS_EMBEDDED_PORT": str(redis_port := free_port_run(7, bus_offset=10_000)),
         "TENK_PORT": str(free_port()),
         "TENK_LOG_LEVEL": "WARNING",
     }

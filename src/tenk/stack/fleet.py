@@ -58,6 +58,20 @@ def http_ready(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def in_rotation(stats_port: int) -> dict[str, bool]:
+    """Node name -> whether the HAProxy with this stats port sends it requests now; empty if it is down."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{stats_port}/stats;csv", timeout=1.0)
+    except httpx.HTTPError:
+        return {}
+    rows = csv.DictReader(io.StringIO(answer.text.lstrip("# ")))
+    return {
+        row["svname"]: row["status"] == "UP"
+        for row in rows
+        if row["pxname"] == "apis" and row["svname"] not in ("FRONTEND", "BACKEND")
+    }
+
+
 @dataclass
 class Fleet:
     """`env` is what every tenk process gets: where Postgres and Redis are, keys, the data dir."""
@@ -201,15 +215,9 @@ class Fleet:
         """Node name -> whether HAProxy sends it requests now (its health checks pass); empty if it is down."""
         try:
             stats_port = int((self.run_dir / "stats-port").read_text())
-            answer = httpx.get(f"http://127.0.0.1:{stats_port}/stats;csv", timeout=1.0)
-        except (OSError, ValueError, httpx.HTTPError):
+        except (OSError, ValueError):
             return {}
-        rows = csv.DictReader(io.StringIO(answer.text.lstrip("# ")))
-        return {
-            row["svname"]: row["status"] == "UP"
-            for row in rows
-            if row["pxname"] == "apis" and row["svname"] not in ("FRONTEND", "BACKEND")
-        }
+        return in_rotation(stats_port)
 
     def restart(self, name: str) -> Member:
         """Stop one API node gracefully (it drains first) and start it again on its port, back in rotation."""

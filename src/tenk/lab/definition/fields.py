@@ -26,6 +26,7 @@ class RungFields(BaseModel):
     factory: StrictBool | None = None
     server: Literal["granian", "uvicorn", "gunicorn"] | None = None
     workers: Annotated[StrictInt, Field(ge=1)] | None = None
+    apis: Annotated[StrictInt, Field(ge=1)] | None = None
     loop: Literal["asyncio", "uvloop"] | None = None
     http: Literal["h11", "httptools"] | None = None
     access_log: StrictBool | None = None

@@ -21,7 +21,8 @@ from tenk.lab.definition._tomlpos import locate
 from tenk.lab.definition.fields import RungFields, RungTable, explain
 from tenk.lab.definition.mixes import Mix, load_mix
 from tenk.lab.errors import ConfigError
-from tenk.lab.results.documents import Claim as Claim  # the claim a ladder states is the one results.json carries
+from tenk.lab.results.documents import Claim as Claim
+from tenk.stack.topology import TOPOLOGIES  # the claim a ladder states is the one results.json carries
 
 DEFAULT_REPEATS = 3
 METRICS = ("rps", "capacity", "p99_ms", "errors", "cpu_ms")
@@ -36,6 +37,8 @@ class RungConfig:
     factory: bool = True
     server: str = "granian"
     workers: int = 1
+    # API nodes behind the load balancer (`topology = "cluster"` only), each `workers` processes.
+    apis: int = 1
     loop: str = "uvloop"
     http: str = "httptools"
     access_log: bool = False
@@ -133,6 +136,9 @@ class Ladder:
     mixes: dict[str, Mix]
     # Each rung is measured this many times, interleaved (A B A B ...) so drift hits every rung alike.
     repeats: int = DEFAULT_REPEATS
+    # "single": one target process tree on the single stack; "cluster": `apis` nodes behind HAProxy
+    # on the local cluster's stores (tenk.stack.topology), k6 aiming at HAProxy.
+    topology: str = "single"
 
 
 def _apply(base: RungConfig, where: Where, data: dict[str, Any], model: type[RungFields] = RungFields) -> RungConfig:
@@ -176,10 +182,11 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
     """
     data, text = load(path)
     root = Where(path, text)
-    root.check_keys(data, ("name", "description", "repeats", "defaults", "rung", "claim"))
+    root.check_keys(data, ("name", "description", "repeats", "topology", "defaults", "rung", "claim"))
     name = root.string(data, "name", path.stem)
     description = root.string(data, "description", "-")
     repeats = root.integer(data, "repeats", DEFAULT_REPEATS, minimum=1)
+    topology = root.string(data, "topology", "single", TOPOLOGIES)
     defaults_table = root.table_of(data, "defaults")
     defaults_where = Where(path, text, "defaults")
     defaults = _apply(RungConfig(), defaults_where, defaults_table)
@@ -212,6 +219,7 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
                 f"rung {label!r} changes {len(changes)} variables vs {labels[-2]!r} ({listed}). "
                 "Change one per rung, or set allow_multi = true and the report will flag it",
             )
+        check_topology(topology, config, where)
         if config.capacity and config.engine == "wrk":
             raise where.error("engine", "capacity search needs the open-loop engine (k6); wrk cannot hold a rate")
         rungs.append(Rung(index, label, config, changes, allow_multi, line))
@@ -226,7 +234,19 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
                     exc.path, exc.line, exc.key, f"{exc.message.split(': ', 2)[-1]} (mix of rung {rung.label!r})"
                 ) from None
     claims = tuple(_claim(Where(path, text, "claim", i), raw, labels) for i, raw in enumerate(data.get("claim", [])))
-    return Ladder(name, description, path, defaults, tuple(rungs), claims, mixes, repeats)
+    return Ladder(name, description, path, defaults, tuple(rungs), claims, mixes, repeats, topology)
+
+
+def check_topology(topology: str, config: RungConfig, where: Where) -> None:
+    """What a rung may ask of its topology. A single stack has no load balancer, so one API node;
+    a cluster's nodes are `tenk serve`s pointed at the cluster's stores, so the target is tenk, and
+    its Redis is the cluster (a private `redis_io_threads` server would be a single Redis)."""
+    if topology == "single" and config.apis != 1:
+        raise where.error("apis", f'apis = {config.apis} needs topology = "cluster" (a single stack has no balancer)')
+    if topology == "cluster" and not config.is_tenk:
+        raise where.error("target", f'topology = "cluster" runs tenk API nodes; target {config.target!r} cannot be one')
+    if topology == "cluster" and config.redis_io_threads:
+        raise where.error("redis_io_threads", 'topology = "cluster" uses the Redis Cluster; no private Redis')
 
 
 def _claim(where: Where, raw: Any, labels: list[str]) -> Claim:

@@ -1,7 +1,9 @@
 """Who set a ceiling: the target, the generator, a named dependency, or the target's neighbours.
 
 A capacity is the target's only when the target had no CPU left (its cores >= 90 % busy with its
-own work). Otherwise the rate where the SLO broke says something about the machine, not the
+own work). With `topology = "cluster"` the target is every API node together: its cores are the
+nodes' CPU set (or their process count, if fewer), and its busy share is the nodes' sum.
+Otherwise the rate where the SLO broke says something about the machine, not the
 server: Postgres and k6 sharing a saturated core, a generator out of CPU, a neighbour on the
 target's core. Such a rung is reported as "≥ X req/s, limited by postgres on CPU 1", and a
 comparison between such rungs is invalid: it would compare the neighbours.
@@ -40,7 +42,7 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
     cpus = list(server.target_cpus)
     target_busy = (server.cpu_cores_mean or 0.0) / target_cores if target_cores else 0.0
     if target_busy >= SATURATED:
-        detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)"
+        detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)" + _nodes(server)
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     if figures.generator_util > GENERATOR_BOUND_UTIL:
         detail = f"{figures.engine} used {figures.generator_util:.0%} of its cores"
@@ -71,6 +73,12 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
             kind=GENERATOR, name=figures.engine, detail=f"{figures.dropped} iterations dropped (VU ceiling)"
         )
     return undetermined(server, target_busy)
+
+
+def _nodes(server: ServerSample) -> str:
+    """A cluster's target is every API node together: say what each held."""
+    shares = ", ".join(f"{node} {cores:.2f}" for node, cores in sorted(server.node_cores_mean.items()))
+    return f" (cores per node: {shares})" if shares else ""
 
 
 def undetermined(server: ServerSample, target_busy: float) -> Bottleneck:

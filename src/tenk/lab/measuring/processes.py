@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -154,10 +155,14 @@ def target_argv(config: RungConfig, port: int, env: Mapping[str, str]) -> list[s
     return argv
 
 
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
 @dataclass
 class StackInfo:
     env: dict[str, str]
-    started: list[EmbeddedPostgres | EmbeddedRedis]
+    started: list[Stoppable]  # what the lab started, and so stops: servers, or a cluster's stores
     pids: dict[str, int]  # "postgres" (the postmaster) and "redis", when embedded
 
 
@@ -188,7 +193,7 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
     from tenk.stack.seed import seed
 
     settings = stack_settings(env)
-    started: list[EmbeddedPostgres | EmbeddedRedis] = []
+    started: list[Stoppable] = []
     pids: dict[str, int] = {}
     servers: list[EmbeddedPostgres | EmbeddedRedis] = []
     if not settings.database.url:

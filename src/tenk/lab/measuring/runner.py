@@ -20,6 +20,7 @@ from tenk.lab.driving.wrk import run_wrk
 from tenk.lab.errors import LabError
 from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up
 from tenk.lab.measuring.capacity import SearchPlan, search, step_failures
+from tenk.lab.measuring.cluster import ensure_cluster, start_nodes
 from tenk.lab.measuring.processes import (
     ProcessSet,
     ensure_stack,
@@ -125,9 +126,10 @@ def plan_text(ladder: Ladder, repeats: int | None = None) -> str:
             how += ", and the ingest backlog must not grow"
         if config.redis_io_threads:
             how += f"; a private Redis, io-threads {config.redis_io_threads}"
+        nodes = f"{config.apis} API node(s) behind HAProxy, each " if ladder.topology == "cluster" else "target "
         lines.append(
             f"  {rung.index + 1}. {rung.label}: {rung.changed}\n"
-            f"     target {config.target} on {config.server} x{config.workers}, CPU {config.cpus}; "
+            f"     {nodes}{config.target} on {config.server} x{config.workers}, CPU {config.cpus}; "
             f"mix {config.mix}; warm-up {config.warmup_s:g}s; {how}; <= {rung_bound_s(rung):.0f}s a repeat"
         )
     lines.append(f"time bound: {time_bound_s(ladder, count):.0f}s; nothing was started (--dry-run)")
@@ -192,20 +194,27 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
     started_at = time.monotonic()
     measured: dict[int, list[RungResult]] = {rung.index: [] for rung in ladder.rungs}
     try:
+        cluster = ladder.topology == "cluster"
         if options.base_url is None and _needs_stack(ladder):
-            stack = ensure_stack(env, other_cpus(ladder.rungs[0].config.cpus))
+            helpers = other_cpus(ladder.rungs[0].config.cpus)
+            stack = ensure_cluster(env, helpers) if cluster else ensure_stack(env, helpers)
             env.update(stack.env)
-        dependencies = _dependency_pids(env, stack.pids if stack is not None else {}) if not options.base_url else {}
+        pids = stack.pids if stack is not None else {}
+        # A cluster's members are all known by name (redis-<port>...): looking up "redis" by port would count one twice.
+        dependencies = {} if options.base_url else dict(pids) if cluster else _dependency_pids(env, pids)
         owns_redis = options.flush_redis
-        if owns_redis is None:
+        if cluster:
+            owns_redis = False  # a Redis Cluster has no one FLUSHDB; ingest rungs drain their backlog instead
+        elif owns_redis is None:
             owns_redis = stack is not None and any(isinstance(s, EmbeddedRedis) for s in stack.started)
         # Interleaved: every repeat runs every rung once, so slow drift (thermal, neighbours) hits all alike.
         for repeat in range(repeats):
             for rung in ladder.rungs:
                 progress.rung(rung.index + 1, len(ladder.rungs), f"{rung.label} [{repeat + 1}/{repeats}]", rung.changed)
                 result = run_rung(
-                    rung, ladder.mixes[rung.config.mix], env, api_key, out, options, repeat, dependencies, owns_redis
-                )
+                    rung, ladder.mixes[rung.config.mix], env, api_key, out, options, repeat, dependencies, owns_redis,
+                    ladder.topology,
+                )  # fmt: skip
                 measured[rung.index].append(result)
     finally:
         if stack is not None:
@@ -245,6 +254,7 @@ def run_rung(
     repeat: int = 0,
     dependencies: Mapping[str, int] | None = None,
     owns_redis: bool = False,
+    topology: str = "single",
 ) -> RungResult:
     config = rung.config
     progress = options.progress
@@ -259,6 +269,7 @@ def run_rung(
         env = {**base_env, **config.env}
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
         target_pid: int | None = None
+        nodes: dict[str, int] = {}
         if local and config.redis_io_threads:
             env["TENK_REDIS_URL"] = start_redis(processes, config.redis_io_threads, helper_cpus, env)
             reset.append(f"{REDIS_PRIVATE}, io-threads {config.redis_io_threads}")
@@ -272,11 +283,16 @@ def run_rung(
                 env["TENK_UPSTREAM_URL"] = start_upstream(processes, config, helper_cpus, env)
             if config.ingest_workers:
                 start_workers(processes, config.ingest_workers, helper_cpus, env)
-            target, base_url = start_target(processes, config, env)
-            target_pid = target.pid
+            if topology == "cluster":
+                nodes, base_url = start_nodes(processes, config, env, helper_cpus)
+                target_pid = next(iter(nodes.values()))
+            else:
+                target, base_url = start_target(processes, config, env)
+                target_pid = target.pid
         else:
             base_url = (options.base_url or "").rstrip("/")
-        scrape = config.is_tenk and local
+        # Behind HAProxy, /metrics is one node's, a different one each time: not the target's figures.
+        scrape = config.is_tenk and local and not nodes
         # Rows landed and their lag come from Postgres, for every target; the backlog from tenk's stats.
         dsn = env.get("TENK_DATABASE_URL", "") if local and mix.needs_ingest else ""
         watch_backlog = bool(dsn) and config.is_tenk
@@ -293,7 +309,12 @@ def run_rung(
                 progress.step(phase, number, rate, elapsed, duration_s)
 
             sampler = (
-                TreeSampler(target_pid, cpu_set(config.cpus), known=lambda: _known(processes, dependencies))
+                TreeSampler(
+                    target_pid,
+                    cpu_set(config.cpus),
+                    known=lambda: _known(processes, dependencies, nodes),
+                    nodes=nodes,
+                )
                 if target_pid is not None
                 else None
             )
@@ -387,17 +408,20 @@ def _latest_cores(sampler: TreeSampler | None) -> float | None:
     return series[-1]["cpu_cores"] if series else None
 
 
-def _known(processes: ProcessSet, dependencies: Mapping[str, int] | None) -> dict[str, int]:
-    """Every process the lab knows besides the target, by role: what it started, and the stack."""
+def _known(
+    processes: ProcessSet, dependencies: Mapping[str, int] | None, nodes: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Every process the lab knows besides the target (or the API nodes), by role: what it started, and the stack."""
     known = dict(dependencies or {})
+    target = {"target", *(nodes or {})}
     # A rung's own server (its private Redis) replaces the stack's under the same role.
-    known.update({item.name: item.pid for item in processes.started if item.name != "target"})
+    known.update({item.name: item.pid for item in processes.started if item.name not in target})
     return known
 
 
-def _target_cores(config: RungConfig) -> float:
-    """The most CPU the target can use: its pinned cores, or its process count if fewer."""
-    return float(min(len(cpu_set(config.cpus)), max(1, config.workers)))
+def target_cores(config: RungConfig) -> float:
+    """The most CPU the target can use: its pinned cores, or its process count (every node's) if fewer."""
+    return float(min(len(cpu_set(config.cpus)), config.apis * max(1, config.workers)))
 
 
 def _ceiling(
@@ -408,7 +432,7 @@ def _ceiling(
     extra_failures: list[str] | None = None,
 ) -> Bottleneck:
     """The bottleneck at the lowest failing rate (the ceiling), or `kept_up` when no step failed."""
-    cores = _target_cores(config)
+    cores = target_cores(config)
     if capacity is not None:
         # A rate fails when its last step failed: a failure measured again and passed was a stall.
         last_at_rate = {step.rate: step for step in capacity.steps}
@@ -435,6 +459,13 @@ def cpu_ms_per_request(server: ServerSample, goodput: float) -> dict[str, float]
     for role, cores in server.roles_cores_mean.items():
         out[role] = round(cores * 1000 / goodput, 4)
     return out
+
+
+def cpu_ms_per_node(server: ServerSample, goodput: float) -> dict[str, float]:
+    """CPU ms per successful request spent in each API node (cluster rungs; empty otherwise)."""
+    if goodput <= 0:
+        return {}
+    return {node: round(cores * 1000 / goodput, 4) for node, cores in server.node_cores_mean.items()}
 
 
 def _rung_result(
@@ -494,6 +525,7 @@ def _rung_result(
         metrics=Metrics(scraped=bool(after), delta=metrics_delta(before, after), gauges=metrics_gauges(after)),
         bottleneck=bottleneck,
         cpu_ms=cpu_ms,
+        cpu_ms_per_node=cpu_ms_per_node(server, figures.rps),
         projected_rps_per_core=round(1000 / cpu_ms["target"], 1) if cpu_ms.get("target") else None,
         k6_summary=raw,
         verdict=Verdict(

@@ -36,12 +36,21 @@ class TreeSampler:
     share of every core, so that a ceiling can be pinned on whoever had no CPU left.
 
     Processes that appear mid-run (a server re-spawning a worker) count from their first sample.
+    With `nodes` (name -> pid: the API nodes of a cluster), the target is all their trees together,
+    and each node's share is kept apart as well.
     """
 
     def __init__(
-        self, pid: int, cpus: set[int] | None = None, interval_s: float = 1.0, known: Known | None = None
+        self,
+        pid: int,
+        cpus: set[int] | None = None,
+        interval_s: float = 1.0,
+        known: Known | None = None,
+        nodes: dict[str, int] | None = None,
     ) -> None:
         self.pid = pid
+        self.nodes = nodes or {}
+        self._node_sums: dict[str, float] = {}
         self.cpus = sorted(cpus) if cpus else []
         self.known = known or dict
         self._busy = 0.0
@@ -79,9 +88,11 @@ class TreeSampler:
             n = self._role_samples
             self.stats.roles_cores_mean = {role: round(total / n, 5) for role, total in self._role_sums.items()}
             self.stats.core_busy_mean = {str(cpu): round(total / n, 3) for cpu, total in enumerate(self._core_sums)}
+            self.stats.node_cores_mean = {node: round(total / n, 5) for node, total in self._node_sums.items()}
 
-    def _tree(self) -> list[psutil.Process]:
-        return _tree(self.pid)
+    def _trees(self) -> dict[str, list[psutil.Process]]:
+        roots = self.nodes or {"target": self.pid}
+        return {node: _tree(pid) for node, pid in roots.items()}
 
     def _busy_seconds(self) -> float:
         if not self.cpus:
@@ -125,19 +136,22 @@ class TreeSampler:
         core_delta = [b - (self._core_busy[i] if i < len(self._core_busy) else b) for i, b in enumerate(per_core)]
         self._core_busy = per_core
         roles = self._roles(baseline)
-        cpu_delta = 0.0
         rss = 0
         seen: dict[int, float] = {}
-        for proc in self._tree():
-            try:
-                with proc.oneshot():
-                    times = proc.cpu_times()
-                    total = times.user + times.system
-                    rss += proc.memory_info().rss
-            except psutil.Error:
-                continue
-            seen[proc.pid] = total
-            cpu_delta += total - self._cpu.get(proc.pid, total if baseline else 0.0)
+        node_delta: dict[str, float] = {}
+        for node, tree in self._trees().items():
+            node_delta[node] = 0.0
+            for proc in tree:
+                try:
+                    with proc.oneshot():
+                        times = proc.cpu_times()
+                        total = times.user + times.system
+                        rss += proc.memory_info().rss
+                except psutil.Error:
+                    continue
+                seen[proc.pid] = total
+                node_delta[node] += total - self._cpu.get(proc.pid, total if baseline else 0.0)
+        cpu_delta = sum(node_delta.values())
         self._cpu.update(seen)
         self.stats.processes = max(self.stats.processes, len(seen))
         if baseline:
@@ -152,6 +166,8 @@ class TreeSampler:
         self._role_samples += 1
         for role, gained in roles.items():
             self._role_sums[role] = self._role_sums.get(role, 0.0) + gained / elapsed
+        for node, gained in node_delta.items() if self.nodes else ():
+            self._node_sums[node] = self._node_sums.get(node, 0.0) + gained / elapsed
         if len(self._core_sums) < len(core_delta):
             self._core_sums += [0.0] * (len(core_delta) - len(self._core_sums))
         for cpu, delta in enumerate(core_delta):

@@ -164,6 +164,8 @@ class ServerSample(Document):
     # Every other process the lab started or knows (generator, postgres, redis, mock-upstream,
     # workers): mean cores busy, and the CPUs each may run on.
     roles_cores_mean: dict[str, float] = Field(default_factory=dict)
+    # `topology = "cluster"`: each API node's mean cores by node name; `cpu_cores_mean` is their sum.
+    node_cores_mean: dict[str, float] = Field(default_factory=dict)
     role_cpus: dict[str, list[int]] = Field(default_factory=dict)
     # Each core's busy share (0..1), whoever kept it busy.
     core_busy_mean: dict[str, float] = Field(default_factory=dict)
@@ -305,6 +307,8 @@ class RungResult(Document):
     elapsed_s: float | None = None
     bottleneck: Bottleneck | None = None
     cpu_ms: dict[str, float] = Field(default_factory=dict)
+    # `topology = "cluster"`: CPU ms per successful request spent in each API node (cpu_ms["target"]: all).
+    cpu_ms_per_node: dict[str, float] = Field(default_factory=dict)
     projected_rps_per_core: float | None = None
     # One repeat's document carries its number and what was reset before it;
     repeat: int | None = None

@@ -207,6 +207,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 "errors by reason": ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "-",
                 "CPU cores": _fmt(server.cpu_cores_mean, ".2f"),
                 "CPU ms/req": _cpu_cell(rung),
+                _NODES: ", ".join(f"{node} {ms:.3f}" for node, ms in sorted(rung.cpu_ms_per_node.items())) or "-",
                 "dependency CPU ms/req": deps or "-",
                 "projected req/s per core": f"{projected:,.0f} (projection)" if projected else "-",
                 "RSS MB": _fmt(server.rss_mb_max, ".0f"),
@@ -221,13 +222,14 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
         )
     # Columns no rung measured (no upstream, no ingest) are left out; the ingest one sits beside the
     # accept rate it qualifies.
-    for optional in (_PARKED, _INGEST):
+    for optional in (_NODES, _PARKED, _INGEST):
         if rows and all(row[optional] == "-" for row in rows):
             for row in rows:
                 del row[optional]
     return [_beside_value(row) for row in rows]
 
 
+_NODES = "CPU ms/req per API node"
 _PARKED = "parked: mock now/max, target in-flight max"
 _INGEST = "ingest: rows landed/s, lag p50/p99 ms, backlog start→end"
 
