@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
 from tenk.connections import redis_from_url
-from tenk.stack.redis_cluster import LocalRedisCluster
+from tenk.stack.redis_cluster import LocalRedisCluster, bindable, bus_port
 
 pytestmark = pytest.mark.cluster
 
@@ -61,3 +66,21 @@ def test_catalog_and_ingest_keys_that_scripts_use_together_share_a_slot() -> Non
     for shard in range(8):
         assert key_slot(ingest.stream_key(shard).encode()) == key_slot(ingest.stats_key(shard).encode())
     assert len({key_slot(ingest.stream_key(shard).encode()) for shard in range(8)}) == 8
+
+
+def _free_high_ports(count: int) -> list[int]:
+    """Free ports above 55535, where Redis's default bus port (+10000) does not exist, with free bus ports."""
+    candidates = [port for port in range(60_000, 65_000, 7) if bindable(port) and bindable(bus_port(port))]
+    return random.sample(candidates, count)
+
+
+def test_a_cluster_on_ports_above_55535_starts_with_its_bus_below_them() -> None:
+    # `tenk up --topology cluster` puts its nodes at TENK_REDIS_EMBEDDED_PORT + 1.. (63800 by default).
+    root = Path(tempfile.mkdtemp(prefix="tenk-hi-", dir="/tmp"))
+    cluster = LocalRedisCluster(root / "cluster", _free_high_ports(6), masters=3)
+    try:
+        cluster.start()
+        assert all(cluster.cluster_info(port)["cluster_state"] == "ok" for port in cluster.ports)
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -19,7 +19,7 @@ Usage:
     cluster.members()                              # [(port, "master" | "slave", pid), ...]
     cluster.stop()
 
-Every port `p` also needs `p + 10000` free: the cluster bus.
+Every port `p` also needs its cluster-bus port free: `p + 10000`, or `p - 10000` above 55535 (`bus_port`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def server_major_version(server: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -76,12 +76,19 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def bus_port(port: int) -> int:
+    """The node's cluster-bus port. Redis's default, `port + 10000`, does not exist above 55535, where a
+    node refuses to start ("Redis port number too high"): `tenk up --topology cluster` puts its nodes
+    just above TENK_REDIS_EMBEDDED_PORT (63799), so they take `port - 10000` (`cluster-port`, Redis 7)."""
+    return port + CLUSTER_BUS_OFFSET if port + CLUSTER_BUS_OFFSET < 65_536 else port - CLUSTER_BUS_OFFSET
+
+
 def free_cluster_ports(count: int) -> list[int]:
-    """`count` distinct free ports whose cluster-bus ports (+10000) are free too."""
+    """`count` distinct free ports whose cluster-bus ports are free too."""
     ports: list[int] = []
     while len(ports) < count:
         port = free_port()
-        if port not in ports and port + CLUSTER_BUS_OFFSET < 65_536 and _bindable(port + CLUSTER_BUS_OFFSET):
+        if port not in ports and bindable(bus_port(port)):
             ports.append(port)
     return ports
 
@@ -113,6 +120,7 @@ class ClusterMember(EmbeddedRedis):
             **super().config(),
             "cluster-enabled": "yes",
             "cluster-config-file": str(self.data_dir / "nodes.conf"),
+            "cluster-port": str(bus_port(self.port)),
             # How long a master may be unreachable before its replica is promoted.
             "cluster-node-timeout": str(self.node_timeout_ms),
             "masterauth": self.password,
