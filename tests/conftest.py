@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from tenk.stack import (
     start_http_server,
     start_on_free_port,
 )
-from tenk.stack._ports import PortTakenError
+from tenk.stack._ports import PortTakenError, port_is_bindable
 from tenk.stack.migrate import migrate
 from tenk.stack.redis_cluster import LocalRedisCluster, free_cluster_ports
 from tenk.stack.redis_sentinel import LocalRedisSentinel
@@ -299,15 +298,6 @@ def mock(mock_process: MockUpstreamProcess) -> MockUpstreamProcess:
     return mock_process
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port_run(length: int, bus_offset: int = 0) -> int:
     """A port p with p .. p + length - 1 all free: the cluster's stores sit beside the embedded ports.
     With `bus_offset`, each port's Redis Cluster bus port (port + 10000) must be free as well."""
@@ -315,7 +305,7 @@ def free_port_run(length: int, bus_offset: int = 0) -> int:
         base = free_port()
         ports = range(base, base + length)
         if base + length + bus_offset < 65535 and all(
-            _bindable(port) and (not bus_offset or _bindable(port + bus_offset)) for port in ports
+            port_is_bindable(port) and (not bus_offset or port_is_bindable(port + bus_offset)) for port in ports
         ):
             return base
     raise AssertionError(f"no run of {length} free ports found")

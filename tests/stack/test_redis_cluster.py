@@ -12,7 +12,8 @@ from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
 from tenk.connections import redis_from_url
-from tenk.stack.redis_cluster import LocalRedisCluster, bindable, bus_port
+from tenk.stack._ports import port_is_bindable
+from tenk.stack.redis_cluster import LocalRedisCluster, bus_port
 
 pytestmark = pytest.mark.cluster
 
@@ -70,7 +71,9 @@ def test_catalog_and_ingest_keys_that_scripts_use_together_share_a_slot() -> Non
 
 def _free_high_ports(count: int) -> list[int]:
     """Free ports above 55535, where Redis's default bus port (+10000) does not exist, with free bus ports."""
-    candidates = [port for port in range(60_000, 65_000, 7) if bindable(port) and bindable(bus_port(port))]
+    candidates = [
+        port for port in range(60_000, 65_000, 7) if port_is_bindable(port) and port_is_bindable(bus_port(port))
+    ]
     return random.sample(candidates, count)
 
 

@@ -41,6 +41,16 @@ def _ephemeral_start() -> int:
         return 32_768
 
 
+def port_is_bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a socket could bind the port now (nobody listens on it, nor holds it otherwise)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on now, outside the range outgoing connections are given."""
     high = _ephemeral_start()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import redis
 
-from tenk.stack._ports import free_port
+from tenk.stack._ports import free_port, port_is_bindable
 from tenk.stack._private import make_private, secret
 from tenk.stack.redis import EmbeddedRedis, RedisServerMissingError
 
@@ -67,15 +66,6 @@ def server_major_version(server: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def bus_port(port: int) -> int:
     """The node's cluster-bus port. Redis's default, `port + 10000`, does not exist above 55535, where a
     node refuses to start ("Redis port number too high"): `tenk up --topology cluster` puts its nodes
@@ -88,7 +78,7 @@ def free_cluster_ports(count: int) -> list[int]:
     ports: list[int] = []
     while len(ports) < count:
         port = free_port()
-        if port not in ports and bindable(bus_port(port)):
+        if port not in ports and port_is_bindable(bus_port(port)):
             ports.append(port)
     return ports
 
