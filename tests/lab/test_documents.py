@@ -22,7 +22,8 @@ RUNS = ["slow-upstream", "ingest"]
 def test_a_results_file_the_runner_wrote_before_the_types_loads_and_dumps_with_every_value(run: str) -> None:
     folder = RUNNER_RESULTS / run
     written = json.loads((folder / "results.json").read_text())
-    assert json.loads(load_results(folder).model_dump_json()) == written
+    # Fields added since (cluster rungs' per-node CPU) are absent from the file and left out here.
+    assert json.loads(load_results(folder).model_dump_json(exclude_unset=True)) == written
 
 
 @pytest.mark.parametrize("run", RUNS)

@@ -260,6 +260,7 @@ class RungSettings(TypedDict, total=False):
     factory: bool
     server: str
     workers: int
+    apis: int
     loop: str
     http: str
     access_log: bool
