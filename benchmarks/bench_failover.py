@@ -56,7 +56,6 @@ from typing import cast
 
 import httpx
 import redis as sync_redis
-from redis.crc import key_slot
 
 from benchmarks._common import API_CPU, serve_pinned, stop
 from tenk.ingest import codec, keys
@@ -153,15 +152,7 @@ def _client(cluster: LocalRedisCluster, port: int) -> sync_redis.Redis:
 
 def _masters_by_shard(cluster: LocalRedisCluster) -> dict[int, int]:
     """The port of the master serving each shard's keys, as the cluster says now."""
-    port = next(port for port, role, _ in cluster.members() if role == "master")
-    with _client(cluster, port) as node:
-        slots = node.execute_command("CLUSTER SLOTS")
-    ranges = [(int(start), int(end), int(master[1])) for start, end, master, *_ in slots]
-    masters = {}
-    for shard in range(SHARDS):
-        slot = key_slot(keys.stream_key(shard).encode())
-        masters[shard] = next(master for start, end, master in ranges if start <= slot <= end)
-    return masters
+    return {shard: cluster.master_of(keys.stream_key(shard)) for shard in range(SHARDS)}
 
 
 def _stream_lengths(cluster: LocalRedisCluster, masters: dict[int, int], on: int) -> int:
@@ -248,12 +239,6 @@ def _stopped(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
-def _take_over(cluster: LocalRedisCluster, replica: int) -> None:
-    """Promote the replica now, without waiting out the failure detection's node timeout."""
-    with _client(cluster, replica) as node:
-        node.execute_command("CLUSTER FAILOVER TAKEOVER")
-
-
 async def _until(check: Callable[[], bool], within: float, what: str) -> None:
     """Poll a blocking `check` (in a thread) until it holds; a deadline, not a pause, ends the wait."""
     deadline = time.monotonic() + within
@@ -297,7 +282,7 @@ async def _trial(cluster: LocalRedisCluster, base_url: str, args: argparse.Names
             await asyncio.sleep(args.stall_ms / 1000)  # the stall is the fault's length, a setting
             await asyncio.to_thread(cluster.kill, master)
             killed_at = time.monotonic()
-        await asyncio.to_thread(_take_over, cluster, replica)
+        await asyncio.to_thread(cluster.take_over, replica)
         await _until(lambda: cluster.role(replica) == "master", PROMOTE_WITHIN_S, f"{replica} promoted")
         await asyncio.to_thread(cluster.member(master).start)
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 import asyncpg
 import httpx
 import pytest
-import redis as sync_redis
-from redis.crc import key_slot
 
 from tenk.ingest import keys
 from tenk.stack.pgbouncer import LocalPgBouncer
@@ -43,23 +41,6 @@ CHAOS_ENV = {
 # Measured here: the cluster is whole again about 2 s after the old master restarts; room for busy cores.
 HEAL_WITHIN_S = 60
 DRAIN_WITHIN_S = 90
-
-
-def _master_of(cluster: LocalRedisCluster, key: str) -> int:
-    """The port of the master that serves `key`'s slot, as the cluster says now."""
-    slot = key_slot(key.encode())
-    port = next(port for port, role, _ in cluster.members() if role == "master")
-    with sync_redis.Redis(port=port, password=cluster.password, socket_timeout=5) as node:
-        for start, end, master, *_ in node.execute_command("CLUSTER SLOTS"):
-            if start <= slot <= end:
-                return int(master[1])
-    raise AssertionError(f"no master serves slot {slot}")
-
-
-def _take_over(cluster: LocalRedisCluster, replica: int) -> None:
-    """Promote the replica now, without the failure detection's node timeout (CLUSTER FAILOVER TAKEOVER)."""
-    with sync_redis.Redis(port=replica, password=cluster.password, socket_timeout=5) as node:
-        node.execute_command("CLUSTER FAILOVER TAKEOVER")
 
 
 @contextmanager
@@ -146,7 +127,7 @@ async def _chaos_run(
         sending = asyncio.create_task(sender.run())
 
         await sender.reached(0)
-        master = _master_of(redis_cluster, keys.stream_key(0))
+        master = redis_cluster.master_of(keys.stream_key(0))
         replica = redis_cluster.replica_of(master)
         assert replica is not None, redis_cluster.members()
         # The master dies with appends in flight: the senders go on, and it is killed once every
@@ -159,7 +140,7 @@ async def _chaos_run(
 
         await eventually(in_flight, 30, "the senders to resume", every=0.001)
         await asyncio.to_thread(redis_cluster.kill, master)
-        await asyncio.to_thread(_take_over, redis_cluster, replica)
+        await asyncio.to_thread(redis_cluster.take_over, replica)
 
         async def promoted() -> bool:
             return await asyncio.to_thread(redis_cluster.role, replica) == "master"

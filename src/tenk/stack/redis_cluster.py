@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
 from tenk.stack._ports import free_port, port_is_bindable
 from tenk.stack._private import make_private, secret
@@ -183,6 +184,21 @@ class LocalRedisCluster:
 
     def _client(self, port: int) -> redis.Redis:
         return redis.Redis(port=port, password=self.password, socket_timeout=5, decode_responses=True)
+
+    def master_of(self, key: str) -> int:
+        """The port of the master that serves `key`'s slot, as the cluster says now."""
+        slot = key_slot(key.encode())
+        port = next(port for port, role, _ in self.members() if role == "master")
+        with self._client(port) as client:
+            for start, end, master, *_ in client.execute_command("CLUSTER SLOTS"):
+                if int(start) <= slot <= int(end):
+                    return int(master[1])
+        raise RuntimeError(f"no master serves slot {slot}")
+
+    def take_over(self, replica: int) -> None:
+        """Promote the replica now, without waiting out failure detection (CLUSTER FAILOVER TAKEOVER)."""
+        with self._client(replica) as client:
+            client.execute_command("CLUSTER FAILOVER TAKEOVER")
 
     def cluster_info(self, port: int) -> dict[str, str]:
         with self._client(port) as client:

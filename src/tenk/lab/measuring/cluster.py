@@ -9,7 +9,6 @@ with HAProxy (on the helpers' cores) in front; k6 aims at HAProxy.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 
@@ -20,6 +19,7 @@ from tenk.lab.measuring.processes import (
     ProcessSet,
     StackInfo,
     Started,
+    migrate_and_seed,
     pin_tree,
     stack_settings,
     target_argv,
@@ -35,9 +35,6 @@ _POLL_S = 0.05
 
 def ensure_cluster(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
     """The cluster's stores up, migrated and seeded; their processes moved onto the helpers' cores."""
-    from tenk.stack.migrate import migrate
-    from tenk.stack.seed import seed
-
     settings = stack_settings(env)
     stack_env = {"TENK_DATA_DIR": str(settings.data_dir.resolve())}
     stores = cluster_stores(settings)
@@ -56,8 +53,7 @@ def ensure_cluster(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo
     pids = {s.name: s.pid for store in stores for s in store.statuses() if s.pid is not None}
     direct = stack_env.get("TENK_DATABASE_DIRECT_URL") or stack_env.get("TENK_DATABASE_URL") or ""
     try:
-        asyncio.run(migrate(direct))
-        asyncio.run(seed(direct, 100_000, 10_000))
+        migrate_and_seed(direct)
     except Exception as exc:
         for store in reversed(started):
             store.stop()

@@ -184,14 +184,20 @@ def _given(values: Mapping[str, object]) -> dict[str, object]:
     return {name: value for name, value in values.items() if value is not None}
 
 
+def migrate_and_seed(dsn: str) -> None:
+    """The lab's database as `tenk up` leaves it: migrated, and seeded if empty (idempotent)."""
+    from tenk.stack.migrate import migrate
+    from tenk.stack.seed import seed
+
+    asyncio.run(migrate(dsn))
+    asyncio.run(seed(dsn, 100_000, 10_000))
+
+
 def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
     """Postgres and Redis up, migrated and seeded (idempotent, as `tenk up`); external URLs are used as they are.
 
     Embedded servers are moved onto the helpers' cores, so they never share the target's CPU.
     """
-    from tenk.stack.migrate import migrate
-    from tenk.stack.seed import seed
-
     settings = stack_settings(env)
     started: list[Stoppable] = []
     pids: dict[str, int] = {}
@@ -212,8 +218,7 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
         if pid is not None:
             pids["postgres" if isinstance(server, EmbeddedPostgres) else "redis"] = pid
     try:
-        asyncio.run(migrate(settings.resolved_direct_database_url))
-        asyncio.run(seed(settings.resolved_direct_database_url, 100_000, 10_000))
+        migrate_and_seed(settings.resolved_direct_database_url)
     except Exception as exc:
         raise LabError(f"could not migrate/seed {settings.resolved_database_url}: {exc}") from exc
     if helper_cpus:

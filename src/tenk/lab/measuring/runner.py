@@ -451,21 +451,21 @@ def _ceiling(
     return attribute(figures, server, cores)
 
 
+def _ms_per_request(cores: Mapping[str, float], goodput: float) -> dict[str, float]:
+    """Mean cores busy -> CPU ms per successful request, by name."""
+    return {name: round(busy * 1000 / goodput, 4) for name, busy in cores.items()} if goodput > 0 else {}
+
+
 def cpu_ms_per_request(server: ServerSample, goodput: float) -> dict[str, float]:
     """CPU ms per successful request for the target and every other sampled process."""
-    if server.cpu_cores_mean is None or goodput <= 0:
+    if server.cpu_cores_mean is None:
         return {}
-    out = {"target": round(server.cpu_cores_mean * 1000 / goodput, 4)}
-    for role, cores in server.roles_cores_mean.items():
-        out[role] = round(cores * 1000 / goodput, 4)
-    return out
+    return _ms_per_request({"target": server.cpu_cores_mean, **server.roles_cores_mean}, goodput)
 
 
 def cpu_ms_per_node(server: ServerSample, goodput: float) -> dict[str, float]:
     """CPU ms per successful request spent in each API node (cluster rungs; empty otherwise)."""
-    if goodput <= 0:
-        return {}
-    return {node: round(cores * 1000 / goodput, 4) for node, cores in server.node_cores_mean.items()}
+    return _ms_per_request(server.node_cores_mean, goodput)
 
 
 def _rung_result(
