@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import asyncpg
 import httpx
@@ -143,20 +144,42 @@ def stack_root() -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+class _ServerGroup(Protocol):
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+_Group = TypeVar("_Group", bound=_ServerGroup)
+
+
+def _started_on_fresh_ports(make: Callable[[int], _Group], attempts: int = 3) -> _Group:
+    """`make(attempt).start()`; ports can be taken between choosing and binding them, so a group that
+    fails to start is stopped and made again, on fresh ports."""
+    for attempt in range(attempts - 1):
+        group = make(attempt)
+        try:
+            group.start()
+        except (PortTakenError, RuntimeError, TimeoutError):
+            group.stop()
+            continue
+        return group
+    group = make(attempts - 1)
+    try:
+        group.start()
+    except (PortTakenError, RuntimeError, TimeoutError):
+        group.stop()
+        raise
+    return group
+
+
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[LocalRedisCluster]:
     """3 masters and 3 replicas on 127.0.0.1 (Redis >= 7), started once for the `cluster` tests."""
     root = _short_tmp("tenk-cluster-")
-    for attempt in range(3):
-        # Ports can be taken between choosing and binding them: start over on fresh ones.
-        cluster = LocalRedisCluster(root / f"cluster-{attempt}", free_cluster_ports(6), masters=3)
-        try:
-            cluster.start()
-            break
-        except (PortTakenError, RuntimeError, TimeoutError):
-            cluster.stop()
-            if attempt == 2:
-                raise
+    cluster = _started_on_fresh_ports(
+        lambda attempt: LocalRedisCluster(root / f"cluster-{attempt}", free_cluster_ports(6), masters=3)
+    )
     try:
         yield cluster
     finally:
@@ -168,16 +191,9 @@ def redis_cluster() -> Iterator[LocalRedisCluster]:
 def redis_sentinel() -> Iterator[LocalRedisSentinel]:
     """A master, a replica and three sentinels of this test's own: tests fail over or stop them."""
     root = _short_tmp("tenk-sentinel-")
-    for attempt in range(3):
-        # Ports can be taken between choosing and binding them: start over on fresh ones.
-        group = LocalRedisSentinel(root / f"sentinel-{attempt}", [free_port() for _ in range(5)])
-        try:
-            group.start()
-            break
-        except (PortTakenError, RuntimeError, TimeoutError):
-            group.stop()
-            if attempt == 2:
-                raise
+    group = _started_on_fresh_ports(
+        lambda attempt: LocalRedisSentinel(root / f"sentinel-{attempt}", [free_port() for _ in range(5)])
+    )
     try:
         yield group
     finally:
