@@ -22,6 +22,7 @@ from tenk.lab.measuring.processes import (
     migrate_and_seed,
     pin_tree,
     stack_settings,
+    stopped_on_failure,
     target_argv,
     wait_ready,
 )
@@ -39,25 +40,22 @@ def ensure_cluster(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo
     stack_env = {"TENK_DATA_DIR": str(settings.data_dir.resolve())}
     stores = cluster_stores(settings)
     started: list[Store] = []
-    try:
-        for store in stores:
-            running = all(status.up for status in store.statuses())
-            store.start()
-            stack_env.update(store.env())
-            if not running:
-                started.append(store)
-    except Exception as exc:
-        for store in reversed(started):
-            store.stop()
-        raise LabError(f"could not start the cluster's stores: {exc}") from exc
+    with stopped_on_failure(started):
+        try:
+            for store in stores:
+                running = all(status.up for status in store.statuses())
+                store.start()
+                stack_env.update(store.env())
+                if not running:
+                    started.append(store)
+        except Exception as exc:
+            raise LabError(f"could not start the cluster's stores: {exc}") from exc
+        direct = stack_env.get("TENK_DATABASE_DIRECT_URL") or stack_env.get("TENK_DATABASE_URL") or ""
+        try:
+            migrate_and_seed(direct)
+        except Exception as exc:
+            raise LabError(f"could not migrate/seed the cluster's primary: {exc}") from exc
     pids = {s.name: s.pid for store in stores for s in store.statuses() if s.pid is not None}
-    direct = stack_env.get("TENK_DATABASE_DIRECT_URL") or stack_env.get("TENK_DATABASE_URL") or ""
-    try:
-        migrate_and_seed(direct)
-    except Exception as exc:
-        for store in reversed(started):
-            store.stop()
-        raise LabError(f"could not migrate/seed the cluster's primary: {exc}") from exc
     if helper_cpus:
         pin_tree(list(pids.values()), helper_cpus)
     return StackInfo(stack_env, list(started), pids)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +166,17 @@ class StackInfo:
     pids: dict[str, int]  # "postgres" (the postmaster) and "redis", when embedded
 
 
+@contextmanager
+def stopped_on_failure(started: Sequence[Stoppable]) -> Iterator[None]:
+    """Stop, newest first, what a failing start-up had started: a run that cannot begin leaves no servers behind."""
+    try:
+        yield
+    except BaseException:
+        for server in reversed(started):
+            server.stop()
+        raise
+
+
 def stack_settings(env: Mapping[str, str]) -> Settings:
     """Where the stack is, for the targets' environment `env`: only what `ensure_stack` needs."""
     database = {"url": env.get("TENK_DATABASE_URL"), "embedded_port": env.get("TENK_DATABASE_EMBEDDED_PORT")}
@@ -208,19 +219,20 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
         servers.append(
             EmbeddedRedis(settings.data_dir / "redis", settings.redis.embedded_port, settings.ingest.durability)
         )
-    for server in servers:
+    with stopped_on_failure(started):
+        for server in servers:
+            try:
+                if server.start():
+                    started.append(server)
+            except Exception as exc:
+                raise LabError(f"could not start the embedded {server.__class__.__name__}: {exc}") from exc
+            pid = server.pid()
+            if pid is not None:
+                pids["postgres" if isinstance(server, EmbeddedPostgres) else "redis"] = pid
         try:
-            if server.start():
-                started.append(server)
+            migrate_and_seed(settings.resolved_direct_database_url)
         except Exception as exc:
-            raise LabError(f"could not start the embedded {server.__class__.__name__}: {exc}") from exc
-        pid = server.pid()
-        if pid is not None:
-            pids["postgres" if isinstance(server, EmbeddedPostgres) else "redis"] = pid
-    try:
-        migrate_and_seed(settings.resolved_direct_database_url)
-    except Exception as exc:
-        raise LabError(f"could not migrate/seed {settings.resolved_database_url}: {exc}") from exc
+            raise LabError(f"could not migrate/seed {settings.resolved_database_url}: {exc}") from exc
     if helper_cpus:
         pin_tree(list(pids.values()), helper_cpus)
     return StackInfo(
