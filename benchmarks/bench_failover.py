@@ -178,13 +178,6 @@ def _stored_ids(cluster: LocalRedisCluster) -> set[str]:
     return ids
 
 
-def _flush(cluster: LocalRedisCluster) -> None:
-    for port, role, _ in cluster.members():
-        if role == "master":
-            with _client(cluster, port) as node:
-                node.flushall()
-
-
 def _offsets(master: sync_redis.Redis, replica: sync_redis.Redis) -> tuple[int, int]:
     """(master_repl_offset, the replica's processed offset); the replica's read first, so the lag is not understated."""
     processed = int(replica.info("replication")["slave_repl_offset"])
@@ -256,7 +249,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def _trial(cluster: LocalRedisCluster, base_url: str, args: argparse.Namespace) -> dict[str, float]:
-    await asyncio.to_thread(_flush, cluster)
+    await asyncio.to_thread(cluster.flush)
     await asyncio.to_thread(cluster.wait_healthy, HEAL_WITHIN_S)
     masters = await asyncio.to_thread(_masters_by_shard, cluster)
     master = masters[0]

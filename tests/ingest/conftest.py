@@ -12,7 +12,6 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-import redis as sync_redis
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
@@ -50,10 +49,7 @@ def spawn_worker(tmp_path: Path) -> Iterator[SpawnWorker]:
 @pytest.fixture
 def cluster_env(redis_cluster: LocalRedisCluster) -> dict[str, str]:
     """An empty cluster, and the environment that points tenk processes at it, in CLUSTER_SHARDS shards."""
-    for port, role, _ in redis_cluster.members():
-        if role == "master":
-            with sync_redis.Redis(port=port, password=redis_cluster.password) as node:
-                node.flushall()
+    redis_cluster.flush()
     shards = str(CLUSTER_SHARDS)
     return {"TENK_REDIS_URL": redis_cluster.url, "TENK_INGEST_SHARDS": shards, "TENK_INGEST_FLUSH_MS": "20"}
 

@@ -56,6 +56,18 @@ async def test_a_cluster_url_gives_a_cluster_client_that_reaches_keys_on_every_m
         await redis.aclose()
 
 
+async def test_flush_empties_every_master(redis_cluster: LocalRedisCluster) -> None:
+    redis = redis_from_url(redis_cluster.url)
+    try:
+        keys = [f"tenk:test:flush:{n}" for n in range(30)]
+        for key in keys:
+            await redis.set(key, key)
+        redis_cluster.flush()
+        assert [await redis.get(key) for key in keys] == [None] * len(keys)
+    finally:
+        await redis.aclose()
+
+
 def test_catalog_and_ingest_keys_that_scripts_use_together_share_a_slot() -> None:
     from tenk.catalog import keys as catalog
     from tenk.ingest import keys as ingest

@@ -207,6 +207,13 @@ class LocalRedisCluster:
                     return int(master[1])
         raise RuntimeError(f"no master serves slot {slot}")
 
+    def flush(self) -> None:
+        """Empty every master (FLUSHALL); their replicas follow. For runs that each want an empty cluster."""
+        for port, role, _ in self.members():
+            if role == "master":
+                with self._client(port) as client:
+                    client.flushall()
+
     def take_over(self, replica: int) -> None:
         """Promote the replica now, without waiting out failure detection (CLUSTER FAILOVER TAKEOVER)."""
         with self._client(replica) as client:
