@@ -57,10 +57,9 @@ from typing import cast
 import httpx
 import redis as sync_redis
 
-from benchmarks._common import API_CPU, serve_pinned, stop
+from benchmarks._common import API_CPU, bench_env, masters_by_shard, serve_pinned, sources_over_every_shard, stop
 from tenk.ingest import codec, keys
 from tenk.ingest.settings import Durability
-from tenk.ops.auth import digest
 from tenk.stack import free_port
 from tenk.stack.redis_cluster import LocalRedisCluster, free_cluster_ports
 
@@ -98,7 +97,7 @@ class Load:
         self.posts: list[Post] = []
         self.shard_of: dict[str, int] = {}
         self.stop = asyncio.Event()
-        self._sources = _sources_over_every_shard(run)
+        self._sources = sources_over_every_shard(run, SHARDS)
 
     async def run(self) -> None:
         await asyncio.gather(*(self._client() for _ in range(self.clients)))
@@ -133,26 +132,8 @@ class Load:
         return [i for p in self.posts if p.status == 202 and since <= p.answered <= until for i in p.ids]
 
 
-def _sources_over_every_shard(run: str) -> list[tuple[str, int]]:
-    """Two sources per shard, each with the shard the API will put it in (the same `keys.shard_of`)."""
-    by_shard: dict[int, list[str]] = {shard: [] for shard in range(SHARDS)}
-    n = 0
-    while any(len(sources) < 2 for sources in by_shard.values()):
-        source = f"{run}-{n}"
-        shard = keys.shard_of(b"id\t" + source.encode() + b"\t", SHARDS)
-        if len(by_shard[shard]) < 2:
-            by_shard[shard].append(source)
-        n += 1
-    return [(source, shard) for shard in range(SHARDS) for source in by_shard[shard]]
-
-
 def _client(cluster: LocalRedisCluster, port: int) -> sync_redis.Redis:
     return sync_redis.Redis(port=port, password=cluster.password, socket_timeout=5)
-
-
-def _masters_by_shard(cluster: LocalRedisCluster) -> dict[int, int]:
-    """The port of the master serving each shard's keys, as the cluster says now."""
-    return {shard: cluster.master_of(keys.stream_key(shard)) for shard in range(SHARDS)}
 
 
 def _stream_lengths(cluster: LocalRedisCluster, masters: dict[int, int], on: int) -> int:
@@ -164,7 +145,7 @@ def _stream_lengths(cluster: LocalRedisCluster, masters: dict[int, int], on: int
 def _stored_ids(cluster: LocalRedisCluster) -> set[str]:
     """Every event id in every shard stream, read from the shard's master page by page."""
     ids: set[str] = set()
-    for shard, port in _masters_by_shard(cluster).items():
+    for shard, port in masters_by_shard(cluster, SHARDS).items():
         with _client(cluster, port) as node:
             after = "-"
             while True:
@@ -251,7 +232,7 @@ def _percentile(values: list[float], q: float) -> float:
 async def _trial(cluster: LocalRedisCluster, base_url: str, args: argparse.Namespace) -> dict[str, float]:
     await asyncio.to_thread(cluster.flush)
     await asyncio.to_thread(cluster.wait_healthy, HEAL_WITHIN_S)
-    masters = await asyncio.to_thread(_masters_by_shard, cluster)
+    masters = await asyncio.to_thread(masters_by_shard, cluster, SHARDS)
     master = masters[0]
     replica = await asyncio.to_thread(cluster.replica_of, master)
     replica_pid = cluster.member(replica).pid() if replica is not None else None
@@ -328,25 +309,22 @@ async def _trial(cluster: LocalRedisCluster, base_url: str, args: argparse.Names
 
 
 def _api_env(cluster: LocalRedisCluster, mode: Durability, workdir: Path, args: argparse.Namespace) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TENK_")}
-    env.update(
+    return bench_env(
+        "bench-failover",
+        KEY,
+        # Nothing listens there: ingest needs no Postgres, and the API's pool connects lazily.
+        f"postgresql://tenk@127.0.0.1:{free_port()}/tenk",
+        cluster.url,
+        workdir,
         {
-            # Nothing listens there: ingest needs no Postgres, and the API's pool connects lazily.
-            "TENK_DATABASE_URL": f"postgresql://tenk@127.0.0.1:{free_port()}/tenk",
-            "TENK_REDIS_URL": cluster.url,
-            "TENK_API_KEYS": digest(KEY),
-            "TENK_CURSOR_SECRET": "bench-failover",
-            "TENK_DATA_DIR": str(workdir / "data"),
-            "TENK_LOG_LEVEL": "WARNING",
             "TENK_INGEST_SHARDS": str(SHARDS),
             "TENK_INGEST_DURABILITY": mode,
             "TENK_INGEST_REPLICA_WAIT_MS": str(args.replica_wait_ms),
             # No worker drains the streams: the caps must not refuse anything within a run.
             "TENK_INGEST_MAX_BACKLOG": "100000000",
             "TENK_INGEST_MAX_BACKLOG_BYTES": str(4 << 30),
-        }
+        },
     )
-    return env
 
 
 def _mode(mode: Durability, workdir: Path, args: argparse.Namespace) -> list[dict[str, float]]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -27,31 +26,29 @@ import tempfile
 import time
 from pathlib import Path
 
-import asyncpg
-import psutil
 from redis import Redis
 
-from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, start_process, stop
+from benchmarks._common import (
+    API_CPU,
+    INGEST_EVENT,
+    LOAD_CPU,
+    VENV_BIN,
+    bench_env,
+    cpu_seconds,
+    drain,
+    post_lua,
+    run_wrk,
+    serve_pinned,
+    sql,
+    start_worker,
+    stop,
+)
 from tenk.ingest import keys
-from tenk.ops.auth import digest
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
 from tenk.stack.migrate import migrate
 
 KEY = "tk_bench_ingest"
-EVENT = {"source": "bench", "ts": "2026-01-01T00:00:00Z", "payload": {"user": 42, "action": "click", "path": "/p/7"}}
-LAG_EVENT = {**EVENT, "source": "lag"}
-ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = Path(sys.executable).parent
-
-
-def _wrk_lua(path: str, body: bytes) -> str:
-    return (
-        'wrk.method = "POST"\n'
-        'wrk.headers["Content-Type"] = "application/json"\n'
-        f'wrk.headers["Authorization"] = "Bearer {KEY}"\n'
-        f"wrk.body = {json.dumps(body.decode())}\n"
-        f'wrk.path = "{path}"\n'
-    )
+LAG_EVENT = {**INGEST_EVENT, "source": "lag"}
 
 
 def _wrk(url: str, lua: Path, seconds: int, connections: int) -> dict[str, float]:
@@ -79,27 +76,13 @@ def _serve(app: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[b
     return serve_pinned(app, env, log, ready_path="/docs")
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes and their children: what a run cost, however busy the machine."""
-    total = 0.0
-    for pid in pids:
-        try:
-            process = psutil.Process(pid)
-            for each in [process, *process.children(recursive=True)]:
-                times = each.cpu_times()
-                total += times.user + times.system
-        except psutil.NoSuchProcess:
-            continue
-    return total
-
-
 def _measured(
     process: subprocess.Popen[bytes], base: str, lua: Path, seconds: int, connections: int
 ) -> dict[str, float]:
     """wrk figures plus the server's CPU microseconds per accepted request."""
-    before = _cpu_seconds([process.pid])
+    before = cpu_seconds([process.pid])
     figures = _wrk(base, lua, seconds, connections)
-    spent = _cpu_seconds([process.pid]) - before
+    spent = cpu_seconds([process.pid]) - before
     figures["cpu_us_per_request"] = 1e6 * spent / max(1.0, figures["rps"] * seconds)
     return figures
 
@@ -107,40 +90,6 @@ def _measured(
 def _backlog(redis: Redis) -> int:
     added, acked = redis.hmget(keys.STATS, ["added", "acked"])
     return int(added or 0) - int(acked or 0)
-
-
-async def _sql(dsn: str, query: str) -> list[asyncpg.Record]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        return list(await conn.fetch(query))
-    finally:
-        await conn.close()
-
-
-def _drain(
-    redis: Redis, pg_pid: int, env: dict[str, str], log: Path
-) -> tuple[subprocess.Popen[bytes], dict[str, float]]:
-    """Start one worker on a full backlog; rows/s from its first written row until the backlog is empty."""
-    backlog = _backlog(redis)
-    worker = start_process([str(VENV_BIN / "tenk"), "worker", "--name", "bench"], env, log, None)
-    first: tuple[float, int, float] | None = None
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        written = int(redis.hget(keys.STATS, "rows_written") or 0)
-        now = time.monotonic()
-        if first is None and written > 0:
-            first = (now, written, _cpu_seconds([worker.pid, pg_pid]))
-        if _backlog(redis) == 0:
-            break
-        time.sleep(0.05)
-    assert first is not None, "the worker wrote nothing"
-    rows = int(redis.hget(keys.STATS, "rows_written") or 0) - first[1]
-    cpu = _cpu_seconds([worker.pid, pg_pid]) - first[2]
-    return worker, {
-        "backlog": backlog,
-        "rows_per_s": rows / max(1e-9, time.monotonic() - first[0]),
-        "cpu_us_per_row": 1e6 * cpu / max(1, rows),
-    }
 
 
 def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: int, batch: int) -> dict[str, float]:
@@ -166,7 +115,7 @@ def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: i
     while _backlog(redis) and time.monotonic() < deadline:
         time.sleep(0.1)
     (row,) = asyncio.run(
-        _sql(
+        sql(
             dsn,
             "SELECT count(*), percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP "
             "(ORDER BY extract(epoch FROM written_at - accepted_at)) FROM events WHERE source = 'lag'",
@@ -188,12 +137,12 @@ def _lag(base: str, redis: Redis, dsn: str, workdir: Path, rate: int, seconds: i
 def _round(
     args: argparse.Namespace, env: dict[str, str], dsn: str, pg_pid: int, redis: Redis, workdir: Path
 ) -> dict[str, dict[str, float]]:
-    asyncio.run(_sql(dsn, "TRUNCATE events, ingest_dead_letters"))
+    asyncio.run(sql(dsn, "TRUNCATE events, ingest_dead_letters"))
     redis.flushall()
     single = workdir / "single.lua"
-    single.write_text(_wrk_lua("/events", json.dumps(EVENT).encode()))
+    single.write_text(post_lua("/events", json.dumps(INGEST_EVENT).encode(), KEY))
     batch = workdir / "batch.lua"
-    batch.write_text(_wrk_lua("/events/batch", json.dumps([EVENT] * 500).encode()))
+    batch.write_text(post_lua("/events/batch", json.dumps([INGEST_EVENT] * 500).encode(), KEY))
     figures: dict[str, dict[str, float]] = {}
 
     process, base = _serve("benchmarks.ingest_baseline:create_app", env, workdir / "baseline.log")
@@ -204,17 +153,19 @@ def _round(
         stop(process)
 
     process, base = _serve("tenk.app:create_app", env, workdir / "api.log")
-    worker = None
+    workers: list[subprocess.Popen[bytes]] = []
     try:
         _wrk(base, single, 2, args.connections)
         figures["single"] = _measured(process, base, single, args.seconds, args.connections)
         figures["batch"] = _wrk(base, batch, args.batch_seconds, args.batch_connections)
         figures["batch"]["events_per_s"] = figures["batch"]["rps"] * 500
-        worker, figures["drain"] = _drain(redis, pg_pid, env, workdir / "worker.log")
-        asyncio.run(_sql(dsn, "TRUNCATE events"))
+        workers, figures["drain"] = asyncio.run(
+            drain(env["TENK_REDIS_URL"], 1, lambda: [start_worker("bench", env, workdir / "worker.log")], [pg_pid])
+        )
+        asyncio.run(sql(dsn, "TRUNCATE events"))
         figures["lag"] = _lag(base, redis, dsn, workdir, args.lag_rate, args.lag_seconds, args.lag_batch)
     finally:
-        if worker is not None:
+        for worker in workers:
             stop(worker)
         stop(process)
     return figures
@@ -302,18 +253,13 @@ def main() -> None:
     redis = Redis.from_url(redis_server.url)
     try:
         asyncio.run(migrate(pg.url))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TENK_")}
-        env.update(
-            {
-                "TENK_DATABASE_URL": pg.url,
-                "TENK_REDIS_URL": redis_server.url,
-                "TENK_API_KEYS": digest(KEY),
-                "TENK_CURSOR_SECRET": "bench-ingest",
-                "TENK_DATA_DIR": str(workdir / "data"),
-                "TENK_LOG_LEVEL": "WARNING",
-                "TENK_INGEST_DURABILITY": args.durability,
-                "TENK_INGEST_MAX_BACKLOG": "100000000",
-            }
+        env = bench_env(
+            "bench-ingest",
+            KEY,
+            pg.url,
+            redis_server.url,
+            workdir,
+            {"TENK_INGEST_DURABILITY": args.durability, "TENK_INGEST_MAX_BACKLOG": "100000000"},
         )
         runs = []
         for number in range(1, args.rounds + 1):
