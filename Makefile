@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down test test-lab test-cluster lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream bench-failover lab clean
+.PHONY: run up down test test-lab test-cluster lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream bench-failover bench-shards lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
@@ -82,6 +82,11 @@ bench-ingest: sync system-deps
 ## replicated): replication lag under load, and lost/503/unavailable after kill -9 of a lagging master.
 bench-failover: sync system-deps
 	$(BIN)/python -m benchmarks.bench_failover $(BENCH_ARGS)
+
+## Ingest with TENK_INGEST_SHARDS=1 vs 3 on a Redis Cluster of its own: POST /events/batch accepted/s with no
+## worker, then 1 and 2 workers' rows/s into Postgres draining that backlog; rounds alternate the settings' order.
+bench-shards: sync system-deps
+	$(BIN)/python -m benchmarks.bench_shards $(BENCH_ARGS)
 
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.
