@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,13 @@ def command(proc: psutil.Process) -> str:
         return ""
 
 
-def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path) -> None:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# Started with SIGINT ignored is what `tenk lab run ... &` in a script, and some CI runners, give it.
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-ignored-at-start"])
+def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path, sigint_ignored: bool) -> None:
     (tmp_path / "work.toml").write_text('[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\n')
     ladder = tmp_path / "long.toml"
     ladder.write_text(
@@ -40,6 +47,7 @@ def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path) -> No
         env={**os.environ, "PYTHONPATH": str(REPO), "SEM_PERMITS": "4", "SEM_SLEEP_MS": "10"},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        preexec_fn=_ignore_sigint if sigint_ignored else None,
     )
     try:
         deadline = time.monotonic() + 60

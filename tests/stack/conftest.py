@@ -76,10 +76,13 @@ def _wait_ready(run: DevRun) -> bool:
     raise TimeoutError(f"tenk dev not ready within {READY_WITHIN_S}s:\n{run.log_text()[-4000:]}")
 
 
-def start_dev(tenk: Path, data_dir: Path, attempts: int = 3, mock_upstream: bool = False) -> DevRun:
+def start_dev(
+    tenk: Path, data_dir: Path, attempts: int = 3, mock_upstream: bool = False, sigint_ignored: bool = False
+) -> DevRun:
     """`tenk dev` until /ready; on new ports when one was taken before the stack could bind it.
 
     With `mock_upstream`, `tenk dev` runs its mock vendor too, on a free port rather than the default 9100.
+    With `sigint_ignored`, it starts with SIGINT ignored, as a background job of a script does.
     """
     for attempt in range(attempts):
         api_port = free_port()
@@ -99,7 +102,12 @@ def start_dev(tenk: Path, data_dir: Path, attempts: int = 3, mock_upstream: bool
         log = data_dir.parent / f"{data_dir.name}-dev-{attempt}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [str(tenk), "dev", *SEED], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                [str(tenk), "dev", *SEED],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=ignore_sigint if sigint_ignored else None,
             )
         run = DevRun(process, f"http://127.0.0.1:{api_port}", data_dir, log, env)
         if _wait_ready(run):
@@ -128,8 +136,13 @@ def read_write_and_event(run: DevRun, within_s: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def dev_run(tenk: Path, data_dir: Path, mock_upstream: bool = False) -> Iterator[DevRun]:
-    run = start_dev(tenk, data_dir, mock_upstream=mock_upstream)
+def ignore_sigint() -> None:
+    """In a child before exec: SIGINT ignored, which exec keeps (what `cmd &` in a script gives `cmd`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def dev_run(tenk: Path, data_dir: Path, mock_upstream: bool = False, sigint_ignored: bool = False) -> Iterator[DevRun]:
+    run = start_dev(tenk, data_dir, mock_upstream=mock_upstream, sigint_ignored=sigint_ignored)
     try:
         yield run
     finally:

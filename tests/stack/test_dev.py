@@ -81,6 +81,15 @@ def test_ctrl_c_stops_every_child(dev: DevRun) -> None:
     assert alive == []
 
 
+def test_ctrl_c_stops_every_child_of_a_run_started_with_sigint_ignored(stack_root: Path) -> None:
+    # `make run &` in a script, nohup-style launchers and some CI runners start it with SIGINT ignored.
+    for dev in dev_run(VENV_BIN / "tenk", stack_root, sigint_ignored=True):
+        children = psutil.Process(dev.process.pid).children()
+        assert dev.stop() == 0
+        _, alive = psutil.wait_procs(children, timeout=5)
+        assert alive == []
+
+
 def _crasher(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 

@@ -143,7 +143,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def supervise(supervisor: Supervisor) -> int:
     """Run until Ctrl-C or SIGTERM (exit 0) or until a child cannot stay up (exit 1)."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # SIGINT too, explicitly: a process started as a background job of a script inherits SIGINT ignored,
+    # and Python then leaves it ignored, so Ctrl-C (or `kill -INT`) would do nothing.
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
         supervisor.start()
@@ -160,8 +162,8 @@ def supervise(supervisor: Supervisor) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         supervisor.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return code
 
 

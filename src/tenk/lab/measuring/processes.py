@@ -93,16 +93,19 @@ class ProcessSet:
 @contextmanager
 def process_set(log_dir: Path) -> Iterator[ProcessSet]:
     processes = ProcessSet(log_dir)
-    # SIGTERM (from a CI runner, say) is turned into the same clean exit as Ctrl-C.
-    previous = signal.getsignal(signal.SIGTERM)
+    # SIGTERM (from a CI runner, say) is turned into the same clean exit as Ctrl-C. SIGINT is set too: a
+    # run started as a background job of a script inherits SIGINT ignored, which Python leaves as it is.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     if _main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        for sig in previous:
+            signal.signal(sig, _raise_interrupt)
     try:
         yield processes
     finally:
         processes.stop_all()
         if _main_thread():
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _main_thread() -> bool:
