@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 # pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
 from typing_extensions import TypedDict
 
-from tenk.lab.errors import LabError
+from tenk.lab.errors import LabError, MalformedFileError
 
 
 class Document(BaseModel):
@@ -394,6 +394,4 @@ def load_results(folder: Path) -> Results:
     except OSError as exc:
         raise LabError(f"{path}: not a lab results.json ({exc})") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise LabError(f"{path}: not a lab results.json: {where}: {first['msg']}") from None
+        raise MalformedFileError(path, "a lab results.json", exc) from None
