@@ -302,7 +302,7 @@ class RungResult(Document):
     metrics: Metrics | None = None
     # The generator's own end-of-run summary (k6's, or wrk's script's), kept verbatim for a person to
     # dig into: open, because its shape is the generator's and changes with its version. tenk reads
-    # its figures from the summary file when the run ends (`driving.k6`, `driving.wrk`), never from here.
+    # its figures from the summary file when the run ends, checked (`driving.summary`), never from here.
     k6_summary: dict[str, JsonValue] | None = None
     verdict: Verdict
     elapsed_s: float | None = None
