@@ -36,7 +36,7 @@ def test_endpoint_shares_hold_within_two_percent_against_the_service(
     assert figures.p50_ms > 0
     assert figures.p99_ms >= figures.p50_ms
     assert figures.generator_cpu_s > 0
-    assert summary["metrics"]["http_reqs"]["values"]["count"] == figures.requests
+    assert summary.values("http_reqs")["count"] == figures.requests
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed (make system-deps)")

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import cast
 
 import aiohttp
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.stack import Spawned
 
 
 def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> None:
@@ -152,3 +157,26 @@ async def test_a_thousand_parked_requests_are_held_then_all_answered(mock: MockU
     assert peak == 1000
     assert {status for status, _ in results} == {200}
     assert mock.stats()["in_flight"] == 0
+
+
+class _OlderMock(BaseHTTPRequestHandler):
+    """A mock whose /stats lacks what this client reads."""
+
+    def do_GET(self) -> None:
+        body = b'{"requests": 3, "quotes": 3}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+def test_a_stats_answer_lacking_a_field_fails_on_arrival_naming_it() -> None:
+    with ThreadingHTTPServer(("127.0.0.1", 0), _OlderMock) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        client = MockUpstreamProcess(f"http://127.0.0.1:{server.server_port}", cast(Spawned, None))
+        with pytest.raises(ValidationError, match=r"in_flight\n  Field required"):
+            client.stats()
+        server.shutdown()

@@ -2,22 +2,47 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel, Field
 
 from tenk.lab.definition.mixes import Mix
 from tenk.lab.driving.generator import generator_verdict, run_measured
 from tenk.lab.driving.k6script import ERROR_REASONS, k6_script
 from tenk.lab.driving.live import LiveTail
+from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
 from tenk.lab.results.documents import EndpointFigures, LoadFigures, Second
 from tenk.lab.results.latency import encode, histogram_from_k6_csv
+
+
+class K6Metric(BaseModel):
+    # Whichever statistics the metric's type has: count and rate, passes and fails, p(99), max...
+    values: dict[str, float]
+
+
+class K6State(BaseModel):
+    run_ms: float | None = Field(default=None, alias="testRunDurationMs")
+
+
+class K6Summary(GeneratorSummary):
+    """What tenk reads of k6's handleSummary JSON: each metric's values, and how long the run took.
+    Absent metrics read as zero (k6 omits `dropped_iterations` when nothing was dropped, and
+    sub-metrics with no samples)."""
+
+    engine = "k6"
+
+    metrics: dict[str, K6Metric]
+    state: K6State = Field(default_factory=K6State)
+
+    def values(self, name: str) -> dict[str, float]:
+        metric = self.metrics.get(name)
+        return metric.values if metric is not None else {}
 
 
 def k6_binary() -> str:
@@ -74,8 +99,8 @@ def run_k6(
     on_tick: Callable[[float], None] | None = None,
     keep_latencies: bool = False,
     on_second: Callable[[Second], None] | None = None,
-) -> tuple[LoadFigures, dict[str, Any]]:
-    """One open-loop run at `rate` req/s for `duration_s`; returns the figures and the raw summary.
+) -> tuple[LoadFigures, K6Summary]:
+    """One open-loop run at `rate` req/s for `duration_s`; returns the figures and k6's summary.
 
     With `keep_latencies`, k6 also streams every sample to a gzipped CSV, from which the run's
     latency histogram is built (exact merges across generator machines). That stream costs the
@@ -114,7 +139,7 @@ def run_k6(
     code, cost = run_measured(argv, cpus=cpus, env=env, log=log, timeout_s=duration_s + 60, on_tick=tick, cwd=workdir)
     if not summary_path.exists():
         raise LabError(f"k6 exited with {code} and wrote no summary; see {log}")
-    summary: dict[str, Any] = json.loads(summary_path.read_text())
+    summary = K6Summary.from_json(summary_path.read_text(), summary_path)
     figures = figures_from_summary(summary, mix, rate, duration_s)
     figures.segment = segment
     figures.generator_cpu_s = round(cost.cpu_s, 3)
@@ -133,23 +158,17 @@ def run_k6(
     return figures, summary
 
 
-def _values(summary: dict[str, Any], name: str) -> dict[str, float]:
-    metric = summary.get("metrics", {}).get(name)
-    return dict(metric.get("values", {})) if isinstance(metric, dict) else {}
-
-
-def figures_from_summary(summary: dict[str, Any], mix: Mix, rate: float, duration_s: float) -> LoadFigures:
-    """The figures we report, from k6's summary. Absent counters (k6 omits `dropped_iterations`
-    when nothing was dropped, and sub-metrics with no samples) read as zero."""
-    reqs = _values(summary, "http_reqs")
-    duration = _values(summary, "http_req_duration")
-    failed = _values(summary, "http_req_failed")
+def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: float) -> LoadFigures:
+    """The figures we report, from k6's summary."""
+    reqs = summary.values("http_reqs")
+    duration = summary.values("http_req_duration")
+    failed = summary.values("http_req_failed")
     requests = int(reqs.get("count", 0))
     endpoints: dict[str, EndpointFigures] = {}
     for endpoint in mix.endpoints:
-        count = int(_values(summary, f"http_reqs{{endpoint:{endpoint.name}}}").get("count", 0))
-        latency = _values(summary, f"http_req_duration{{endpoint:{endpoint.name}}}")
-        endpoint_failed = _values(summary, f"http_req_failed{{endpoint:{endpoint.name}}}")
+        count = int(summary.values(f"http_reqs{{endpoint:{endpoint.name}}}").get("count", 0))
+        latency = summary.values(f"http_req_duration{{endpoint:{endpoint.name}}}")
+        endpoint_failed = summary.values(f"http_req_failed{{endpoint:{endpoint.name}}}")
         endpoints[endpoint.name] = EndpointFigures(
             requests=count,
             share=round(count / requests, 5) if requests else 0.0,
@@ -158,12 +177,12 @@ def figures_from_summary(summary: dict[str, Any], mix: Mix, rate: float, duratio
             p99_ms=round(latency.get("p(99)", 0.0), 3),
             error_rate=round(endpoint_failed.get("rate", 0.0), 6),
         )
-    run_ms = summary.get("state", {}).get("testRunDurationMs", duration_s * 1000)
+    run_ms = summary.state.run_ms if summary.state.run_ms is not None else duration_s * 1000
     errors = int(failed.get("passes", 0))  # a "pass" of http_req_failed is a failed request
     reasons = {
         reason: count
         for reason in ERROR_REASONS
-        if (count := int(_values(summary, f"tenk_errors{{reason:{reason}}}").get("count", 0)))
+        if (count := int(summary.values(f"tenk_errors{{reason:{reason}}}").get("count", 0)))
     }
     return LoadFigures(
         engine="k6",
@@ -179,7 +198,7 @@ def figures_from_summary(summary: dict[str, Any], mix: Mix, rate: float, duratio
         max_ms=round(duration.get("max", 0.0), 3),
         errors=errors,
         error_rate=round(failed.get("rate", 0.0), 6),
-        dropped=int(_values(summary, "dropped_iterations").get("count", 0)),
+        dropped=int(summary.values("dropped_iterations").get("count", 0)),
         errors_by_reason=reasons,
         generator_cpu_s=0.0,
         generator_cores_used=0.0,

@@ -17,8 +17,29 @@ from typing import Any
 
 from tenk.lab.definition.mixes import PLACEHOLDER, Endpoint, Mix, Var, placeholder_value, template_pieces
 from tenk.lab.driving.generator import generator_verdict, run_measured
+from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
 from tenk.lab.results.documents import LoadFigures
+
+
+class WrkSummary(GeneratorSummary):
+    """What the script's `done` writes (see `wrk_script`): wrk's counts, socket errors and latency
+    percentiles, the unexpected statuses counted by the script, and those by status code."""
+
+    engine = "wrk"
+
+    requests: int
+    duration_us: int
+    unexpected: int
+    connect: int
+    read: int
+    write: int
+    timeout: int
+    p50_us: int
+    p95_us: int
+    p99_us: int
+    max_us: int
+    by_status: dict[str, int]
 
 
 def wrk_binary() -> str | None:
@@ -186,7 +207,7 @@ def run_wrk(
     log: Path,
     cpus: str | None,
     on_tick: Callable[[float], None] | None = None,
-) -> tuple[LoadFigures, dict[str, Any]]:
+) -> tuple[LoadFigures, WrkSummary]:
     binary = wrk_binary()
     if binary is None:
         raise LabError("wrk is not installed (`make system-deps`, or apt-get install wrk)")
@@ -208,22 +229,22 @@ def run_wrk(
     code, cost = run_measured(argv, cpus=cpus, env=env, log=log, timeout_s=duration_s + 30, on_tick=on_tick)
     if not summary_path.exists():
         raise LabError(f"wrk exited with {code} and wrote no summary; see {log}")
-    raw: dict[str, Any] = json.loads(summary_path.read_text())
-    seconds = raw["duration_us"] / 1e6 or duration_s
-    socket_errors = raw["connect"] + raw["read"] + raw["write"] + raw["timeout"]
-    errors = raw["unexpected"] + socket_errors
-    requests = raw["requests"]
+    summary = WrkSummary.from_json(summary_path.read_text(), summary_path)
+    seconds = summary.duration_us / 1e6 or duration_s
+    socket_errors = summary.connect + summary.read + summary.write + summary.timeout
+    errors = summary.unexpected + socket_errors
+    requests = summary.requests
     figures = LoadFigures(
         engine="wrk",
         offered_rps=0.0,
         duration_s=round(seconds, 3),
         requests=requests,
         # Goodput: a fast 503 is not throughput.
-        rps=round((requests - raw["unexpected"]) / seconds, 2),
-        p50_ms=raw["p50_us"] / 1000,
-        p95_ms=raw["p95_us"] / 1000,
-        p99_ms=raw["p99_us"] / 1000,
-        max_ms=raw["max_us"] / 1000,
+        rps=round((requests - summary.unexpected) / seconds, 2),
+        p50_ms=summary.p50_us / 1000,
+        p95_ms=summary.p95_us / 1000,
+        p99_ms=summary.p99_us / 1000,
+        max_ms=summary.max_us / 1000,
         errors=errors,
         error_rate=round(errors / requests, 6) if requests else 0.0,
         dropped=0,
@@ -232,18 +253,24 @@ def run_wrk(
         generator_util=round(cost.util, 3),
         generator_cores=cost.cores,
         generator_bound=False,
-        errors_by_reason=_reasons(raw),
+        errors_by_reason=_reasons(summary),
     )
     figures.generator_reasons = generator_verdict(cost, 0)
     figures.generator_bound = bool(figures.generator_reasons)
-    return figures, raw
+    return figures, summary
 
 
-def _reasons(raw: dict[str, Any]) -> dict[str, int]:
+def _reasons(summary: WrkSummary) -> dict[str, int]:
     """wrk's failures in the k6 vocabulary: each status code, timeouts, refused/other socket errors."""
-    reasons = {f"status_{code}": int(n) for code, n in raw.get("by_status", {}).items() if n}
+    reasons = {f"status_{code}": n for code, n in summary.by_status.items() if n}
     # wrk reports connect failures without their cause; a refused connection is the usual one.
-    for key, reason in (("timeout", "timeout"), ("connect", "refused"), ("read", "reset"), ("write", "network")):
-        if raw.get(key):
-            reasons[reason] = reasons.get(reason, 0) + int(raw[key])
+    socket_errors = {
+        "timeout": summary.timeout,
+        "refused": summary.connect,
+        "reset": summary.read,
+        "network": summary.write,
+    }
+    for reason, count in socket_errors.items():
+        if count:
+            reasons[reason] = reasons.get(reason, 0) + count
     return reasons

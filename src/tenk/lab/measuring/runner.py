@@ -10,12 +10,13 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from tenk.lab.cpus import cpu_set, other_cpus
 from tenk.lab.definition.ladder import Ladder, Rung, RungConfig
 from tenk.lab.definition.mixes import Mix
 from tenk.lab.driving.k6 import run_k6
+from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.driving.wrk import run_wrk
 from tenk.lab.errors import LabError
 from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up
@@ -302,7 +303,7 @@ def run_rung(
 
         def measure(
             phase: str, rate: float, number: int, duration_s: float
-        ) -> tuple[LoadFigures, ServerSample, dict[str, Any]]:
+        ) -> tuple[LoadFigures, ServerSample, GeneratorSummary]:
             step_dir = rung_dir / f"{phase}-{number:02d}"
 
             def tick(elapsed: float) -> None:
@@ -324,14 +325,15 @@ def run_rung(
             ingest_start = ingest_snapshot(base_url, api_key) if watch_backlog else {}
             window_start = db_now(dsn) if dsn else None
             gauges = GaugeWatcher(base_url) if watch_gauges else None
+            summary: GeneratorSummary
             with sampler if sampler is not None else nullcontext(), gauges if gauges is not None else nullcontext():
                 if config.engine == "wrk":
-                    figures, raw = run_wrk(
+                    figures, summary = run_wrk(
                         mix, connections=config.connections, duration_s=duration_s, base_url=base_url,
                         api_key=api_key, run_id=run_id, workdir=step_dir, log=log, cpus=helper_cpus, on_tick=tick,
                     )  # fmt: skip
                 else:
-                    figures, raw = run_k6(
+                    figures, summary = run_k6(
                         mix, rate=rate, duration_s=duration_s, slo_ms=config.slo_p99_ms, base_url=base_url,
                         api_key=api_key, run_id=f"{run_id}-{phase}{number}", workdir=step_dir, log=log,
                         cpus=helper_cpus, segment=options.segment, on_tick=tick,
@@ -350,7 +352,7 @@ def run_rung(
             failures = step_failures(figures, config.slo_p99_ms) + judge(server)
             verdict = "generator-bound" if figures.generator_bound else "pass" if not failures else "fail"
             progress.step_done(phase, rate if config.engine == "k6" else 0.0, figures, verdict)
-            return figures, server, raw
+            return figures, server, summary
 
         def judge(server: ServerSample) -> list[str]:
             return backlog_failures(server.ingest) if config.pass_if_backlog_stable else []
@@ -369,11 +371,11 @@ def run_rung(
                 backlog_stable=config.pass_if_backlog_stable,
             )
             progress.note(plan.describe())
-            raws: dict[float, dict[str, Any]] = {}
+            summaries: dict[float, GeneratorSummary] = {}
 
             def step(rate: float, number: int) -> tuple[LoadFigures, ServerSample]:
-                figures, server, raw = measure("step", rate, number, config.step_s)
-                raws[rate] = raw
+                figures, server, summary = measure("step", rate, number, config.step_s)
+                summaries[rate] = summary
                 if step_failures(figures, config.slo_p99_ms) + judge(server):
                     time.sleep(1.0)  # let a queue built by an overload drain before the next step
                     if watch_backlog and config.ingest_workers:
@@ -384,19 +386,19 @@ def run_rung(
             capacity = search(plan, step, judge)
             best = capacity.best
             if best is not None:
-                figures, server, raw = best.figures, best.server, raws.get(best.rate, {})
+                figures, server, summary = best.figures, best.server, summaries.get(best.rate)
             else:
                 lowest = min(capacity.steps, key=lambda s: s.rate)
-                figures, server, raw = lowest.figures, lowest.server, raws.get(lowest.rate, {})
+                figures, server, summary = lowest.figures, lowest.server, summaries.get(lowest.rate)
         else:
-            figures, server, raw = measure("run", config.rate, 1, config.duration_s)
+            figures, server, summary = measure("run", config.rate, 1, config.duration_s)
         after = scrape_metrics(base_url) if scrape else {}
         if watch_backlog and config.ingest_workers and not owns_redis and not config.redis_io_threads:
             # The next rung's workers would otherwise land this rung's backlog (and count it as theirs).
             left = drain_ingest(base_url, api_key)
             reset.append(INGEST_DRAINED if not left else f"ingest backlog NOT drained: {left} events left")
     result = _rung_result(
-        rung, figures, server, raw, capacity, before, after, time.monotonic() - started, judge(server)
+        rung, figures, server, summary, capacity, before, after, time.monotonic() - started, judge(server)
     )
     result.repeat = repeat + 1
     result.reset = reset
@@ -472,7 +474,7 @@ def _rung_result(
     rung: Rung,
     figures: LoadFigures,
     server: ServerSample,
-    raw: dict[str, Any],
+    summary: GeneratorSummary | None,
     capacity: CapacityResult | None,
     before: dict[str, float],
     after: dict[str, float],
@@ -527,7 +529,7 @@ def _rung_result(
         cpu_ms=cpu_ms,
         cpu_ms_per_node=cpu_ms_per_node(server, figures.rps),
         projected_rps_per_core=round(1000 / cpu_ms["target"], 1) if cpu_ms.get("target") else None,
-        k6_summary=raw,
+        k6_summary=summary.as_written() if summary is not None else {},
         verdict=Verdict(
             server_figure=ok,
             ceiling=bottleneck.phrase(),

@@ -8,11 +8,17 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
-from tenk.lab.mock_upstream.profile import Profile
+from pydantic import TypeAdapter
+
+from tenk.lab.mock_upstream.profile import Profile, ProfileValues
+from tenk.lab.mock_upstream.stats import StatsSnapshot
 from tenk.stack import Spawned, start_http_server
+
+# The mock's answers are another process's JSON: checked on arrival, so a changed field fails here, named.
+_STATS: TypeAdapter[StatsSnapshot] = TypeAdapter(StatsSnapshot)
+_PROFILE: TypeAdapter[ProfileValues] = TypeAdapter(ProfileValues)
 
 
 @dataclass
@@ -28,27 +34,26 @@ class MockUpstreamProcess:
     def log(self) -> Path:
         return self.server.log
 
-    def stats(self, symbol: str | None = None) -> dict[str, Any]:
+    def stats(self, symbol: str | None = None) -> StatsSnapshot:
         query = f"?{urlencode({'symbol': symbol})}" if symbol else ""
-        return self._call("GET", f"/stats{query}")
+        return _STATS.validate_json(self._call("GET", f"/stats{query}"))
 
     def reset_stats(self) -> None:
         self._call("DELETE", "/stats")
 
-    def set_profile(self, **changes: float) -> dict[str, Any]:
+    def set_profile(self, **changes: float) -> ProfileValues:
         """PUT /admin/latency with any of p50_ms, p99_ms, error_rate, hang_rate."""
-        return self._call("PUT", "/admin/latency", changes)
+        return _PROFILE.validate_json(self._call("PUT", "/admin/latency", changes))
 
-    def _call(self, method: str, path: str, body: dict[str, float] | None = None) -> dict[str, Any]:
-        """One JSON request; an error status raises urllib's HTTPError. urllib, not httpx: the service's
-        image runs the mock and installs no lab-only client."""
+    def _call(self, method: str, path: str, body: dict[str, float] | None = None) -> bytes:
+        """One JSON request; its answer's body. An error status raises urllib's HTTPError. urllib, not
+        httpx: the service's image runs the mock and installs no lab-only client."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
         with urllib.request.urlopen(request, timeout=5) as response:
-            raw = response.read()
-        answer: dict[str, Any] = json.loads(raw) if raw else {}
+            answer: bytes = response.read()
         return answer
 
     def stop(self) -> None:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import enum
 import math
 import random
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
+
+# pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
+from typing_extensions import TypedDict
 
 # The standard normal's 99th percentile.
 Z99 = 2.3263478740408408
@@ -29,6 +32,15 @@ class Outcome(enum.Enum):
 class Draw(NamedTuple):
     delay_s: float
     outcome: Outcome
+
+
+class ProfileValues(TypedDict):
+    """A profile as PUT /admin/latency answers it, and as GET /stats reports it."""
+
+    p50_ms: float
+    p99_ms: float
+    error_rate: float
+    hang_rate: float
 
 
 class ProfileError(ValueError):
@@ -77,8 +89,10 @@ class Profile:
             values["p99_ms"] = max(p50, self.p99_ms)
         return replace(self, **values)
 
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
+    def as_dict(self) -> ProfileValues:
+        return ProfileValues(
+            p50_ms=self.p50_ms, p99_ms=self.p99_ms, error_rate=self.error_rate, hang_rate=self.hang_rate
+        )
 
 
 _FIELDS = frozenset(("p50_ms", "p99_ms", "error_rate", "hang_rate"))

@@ -9,7 +9,12 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any
+from typing import NotRequired
+
+# pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
+from typing_extensions import TypedDict
+
+from tenk.lab.mock_upstream.profile import ProfileValues
 
 # Log-spaced buckets, 5% wide, from 0.05 ms to about 10 minutes: quantiles are read to within 5%.
 _GROWTH = 1.05
@@ -27,6 +32,38 @@ def _bucket(ms: float) -> int:
 
 def _upper_edge_ms(bucket: int) -> float:
     return _FIRST_MS * _GROWTH**bucket
+
+
+class LatencyFigures(TypedDict):
+    """Answered requests' latency; every figure None until one was answered."""
+
+    count: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+    histogram: list[tuple[float, int]]  # (bucket's upper edge in ms, answers in it), non-empty buckets only
+
+
+class SymbolQuotes(TypedDict):
+    symbol: str
+    quotes: int
+
+
+class StatsSnapshot(TypedDict):
+    """GET /stats: what the mock has served since it started or its stats were last reset."""
+
+    uptime_s: float
+    requests: int
+    quotes: int
+    answered: dict[str, int]  # by outcome: "ok", "error"
+    client_gone: int
+    in_flight: int
+    max_in_flight: int
+    distinct_symbols: int
+    latency_ms: LatencyFigures
+    profile: ProfileValues
+    symbol: NotRequired[SymbolQuotes]  # with ?symbol=X
 
 
 class Stats:
@@ -78,28 +115,28 @@ class Stats:
                 return round(min(_upper_edge_ms(bucket), self._max_ms), 3)
         return round(self._max_ms, 3)
 
-    def snapshot(self, profile: dict[str, float], symbol: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "uptime_s": round(time.time() - self.started, 3),
-            "requests": self.requests,
-            "quotes": self.quotes,
-            "answered": dict(self.outcomes),
-            "client_gone": self.client_gone,
-            "in_flight": self.in_flight,
-            "max_in_flight": self.max_in_flight,
-            "distinct_symbols": len(self.symbols),
-            "latency_ms": {
-                "count": self._observed,
-                "p50": self.quantile_ms(0.50),
-                "p90": self.quantile_ms(0.90),
-                "p99": self.quantile_ms(0.99),
-                "max": round(self._max_ms, 3) if self._observed else None,
-                "histogram": [
-                    [round(_upper_edge_ms(bucket), 3), count] for bucket, count in enumerate(self._histogram) if count
+    def snapshot(self, profile: ProfileValues, symbol: str | None = None) -> StatsSnapshot:
+        body = StatsSnapshot(
+            uptime_s=round(time.time() - self.started, 3),
+            requests=self.requests,
+            quotes=self.quotes,
+            answered=dict(self.outcomes),
+            client_gone=self.client_gone,
+            in_flight=self.in_flight,
+            max_in_flight=self.max_in_flight,
+            distinct_symbols=len(self.symbols),
+            latency_ms=LatencyFigures(
+                count=self._observed,
+                p50=self.quantile_ms(0.50),
+                p90=self.quantile_ms(0.90),
+                p99=self.quantile_ms(0.99),
+                max=round(self._max_ms, 3) if self._observed else None,
+                histogram=[
+                    (round(_upper_edge_ms(bucket), 3), count) for bucket, count in enumerate(self._histogram) if count
                 ],
-            },
-            "profile": profile,
-        }
+            ),
+            profile=profile,
+        )
         if symbol is not None:
-            body["symbol"] = {"symbol": symbol, "quotes": self.symbols.get(symbol, 0)}
+            body["symbol"] = SymbolQuotes(symbol=symbol, quotes=self.symbols.get(symbol, 0))
         return body

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 # pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
 from typing_extensions import TypedDict
 
-from tenk.lab.errors import LabError
+from tenk.lab.errors import LabError, MalformedFileError
 
 
 class Document(BaseModel):
@@ -302,7 +302,7 @@ class RungResult(Document):
     metrics: Metrics | None = None
     # The generator's own end-of-run summary (k6's, or wrk's script's), kept verbatim for a person to
     # dig into: open, because its shape is the generator's and changes with its version. tenk reads
-    # its figures from the summary file when the run ends (`driving.k6`, `driving.wrk`), never from here.
+    # its figures from the summary file when the run ends, checked (`driving.summary`), never from here.
     k6_summary: dict[str, JsonValue] | None = None
     verdict: Verdict
     elapsed_s: float | None = None
@@ -394,6 +394,4 @@ def load_results(folder: Path) -> Results:
     except OSError as exc:
         raise LabError(f"{path}: not a lab results.json ({exc})") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise LabError(f"{path}: not a lab results.json: {where}: {first['msg']}") from None
+        raise MalformedFileError(path, "a lab results.json", exc) from None
