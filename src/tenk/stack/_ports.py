@@ -23,6 +23,8 @@ import psutil
 # Below this we would meet well-known services; the kernel's ephemeral range starts above.
 _LOWEST_PORT = 20_000
 _EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+# Linux's default for that range: what a machine we cannot ask, or another Linux box, most likely uses.
+LINUX_DEFAULT_EPHEMERAL_RANGE = (32_768, 60_999)
 
 
 class PortTakenError(RuntimeError):
@@ -40,7 +42,7 @@ def ephemeral_range() -> tuple[int, int]:
             first, last = ranges.read().split()[:2]
             return int(first), int(last)
     except (OSError, ValueError):
-        return 32_768, 60_999
+        return LINUX_DEFAULT_EPHEMERAL_RANGE
 
 
 def _ephemeral_start() -> int:

