@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 
 import click
@@ -62,6 +63,17 @@ def _lab_missing(exc: ImportError) -> click.Command:
 @click.group(cls=_Commands)
 def main() -> None:
     """tenk: an async API stack for 10k+ RPS, and the lab that measures it."""
+    _let_ctrl_c_through()
+
+
+def _let_ctrl_c_through() -> None:
+    """Ctrl-C (or `kill -INT`) interrupts every tenk command, however it was started.
+
+    A command started as a background job of a script (`make run &`), under nohup, or by some CI runners
+    inherits SIGINT ignored, and Python leaves an inherited SIG_IGN as it is: Ctrl-C would then do nothing,
+    mid-seed or mid-run. Set here, once, before any command runs, rather than in each long-running loop."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @main.command()

@@ -143,9 +143,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def supervise(supervisor: Supervisor) -> int:
     """Run until Ctrl-C or SIGTERM (exit 0) or until a child cannot stay up (exit 1)."""
-    # SIGINT too, explicitly: a process started as a background job of a script inherits SIGINT ignored,
-    # and Python then leaves it ignored, so Ctrl-C (or `kill -INT`) would do nothing.
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGTERM (from a service manager, say) stops the children as Ctrl-C does. Ctrl-C itself is
+    # KeyboardInterrupt, even when started with SIGINT ignored: the `tenk` entry point sees to that.
+    previous = {
+        signal.SIGINT: signal.getsignal(signal.SIGINT),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
+    }
     code = 0
     try:
         supervisor.start()

@@ -93,19 +93,16 @@ class ProcessSet:
 @contextmanager
 def process_set(log_dir: Path) -> Iterator[ProcessSet]:
     processes = ProcessSet(log_dir)
-    # SIGTERM (from a CI runner, say) is turned into the same clean exit as Ctrl-C. SIGINT is set too: a
-    # run started as a background job of a script inherits SIGINT ignored, which Python leaves as it is.
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGTERM (from a CI runner, say) is turned into the same clean exit as Ctrl-C.
+    previous = signal.getsignal(signal.SIGTERM)
     if _main_thread():
-        for sig in previous:
-            signal.signal(sig, _raise_interrupt)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         yield processes
     finally:
         processes.stop_all()
         if _main_thread():
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _main_thread() -> bool:
