@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, port_is_open
 from tenk.stack._private import make_private, require_traversable, run_as_server_user, server_user
 from tenk.stack._process import (
@@ -67,24 +68,13 @@ class LocalPgBouncer:
     pool_size: int = 20
     max_client_conn: int = 1000
 
+    config_path = InDataDir("pgbouncer.ini")
+    auth_file = InDataDir("userlist.txt")
+    pidfile = InDataDir("pgbouncer.pid")
+    log_path = InDataDir("pgbouncer.log")
+
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
-
-    @property
-    def config_path(self) -> Path:
-        return self.data_dir / "pgbouncer.ini"
-
-    @property
-    def auth_file(self) -> Path:
-        return self.data_dir / "userlist.txt"
-
-    @property
-    def pidfile(self) -> Path:
-        return self.data_dir / "pgbouncer.pid"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / "pgbouncer.log"
 
     @property
     def url(self) -> str:

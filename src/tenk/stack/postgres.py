@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, ServerExitedError, port_is_open, wait_listening
 from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
@@ -60,21 +61,13 @@ class EmbeddedPostgres:
     database: str = "tenk"
     app_role: str = "tenk"
 
+    pgdata = InDataDir("pgdata")
+    socket_dir = InDataDir("pgsock")
+    log_path = InDataDir("postgres.log")
+
     def __post_init__(self) -> None:
         # The server changes directory at start; every path we hand it must be absolute.
         self.data_dir = Path(self.data_dir).resolve()
-
-    @property
-    def pgdata(self) -> Path:
-        return self.data_dir / "pgdata"
-
-    @property
-    def socket_dir(self) -> Path:
-        return self.data_dir / "pgsock"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / "postgres.log"
 
     @property
     def superuser_password(self) -> str:

@@ -25,6 +25,7 @@ import redis
 from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseError
 
 from tenk.ingest.settings import Durability, IngestSettings, appendfsync_for
+from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, port_is_open
 from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
 from tenk.stack._process import (
@@ -80,21 +81,13 @@ class EmbeddedRedis:
     appendfsync: Durability = field(default_factory=lambda: IngestSettings().durability)
     maxmemory: str = "1gb"
 
+    pidfile = InDataDir("redis.pid")
+    config_path = InDataDir("redis.conf")
+    log_path = InDataDir("redis.log")
+
     def __post_init__(self) -> None:
         # The server changes directory at start; every path we hand it must be absolute.
         self.data_dir = Path(self.data_dir).resolve()
-
-    @property
-    def pidfile(self) -> Path:
-        return self.data_dir / "redis.pid"
-
-    @property
-    def config_path(self) -> Path:
-        return self.data_dir / "redis.conf"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / "redis.log"
 
     @property
     def password(self) -> str:
