@@ -11,12 +11,14 @@ import asyncpg
 import orjson
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
+from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import EncodableT
 
 if TYPE_CHECKING:
     # Only for annotations: tenk.settings imports the domains' models, whose packages import this module.
@@ -264,7 +266,7 @@ def redis_from_url(url: str, *, max_connections: int = 64, **kwargs: Any) -> Red
     A cluster client is typed as `Redis` on purpose. Each command tenk sends touches one slot (the
     keys carry hash tags, see each domain's `keys.py`), so RedisCluster routes it like a single server
     would answer it; what differs (sharded pub/sub, WAIT on the right connection) is in
-    `tenk.pubsub` and `pinned_to`, beside this function, not in the domains. A Sentinel client is a
+    `tenk.pubsub` and `on_one_connection`, beside this function, not in the domains. A Sentinel client is a
     plain `Redis` whose connections go to the current master.
     """
     if is_cluster_url(url):
@@ -290,15 +292,56 @@ def is_cluster(redis: Redis) -> bool:
     return isinstance(redis, RedisCluster)
 
 
-def pinned_to(redis: Redis, key: str) -> dict[str, Any]:
-    """Keyword arguments that send a keyless command (WAIT) in a pipeline to the node owning `key`.
+async def on_one_connection(redis: Redis, key: str, *commands: tuple[EncodableT, ...]) -> list[Any]:
+    """Send `commands` together on one connection to the server owning `key`; their answers, in order.
 
-    WAIT counts the replicas that acknowledged *this connection's* writes, so it must follow the write
-    on the same connection: in one pipeline on a single server, to the key's primary on a cluster.
+    For commands whose meaning is the connection's: WAIT counts the replicas that have *this
+    connection's* writes, so it must follow the append on the connection that sent it.
+
+    A single server's (or Sentinel's master's) pipeline does that, and when the connection drops it
+    re-sends all of them on a new one, which keeps them together. redis-py's cluster pipeline does not:
+    after a connection error it re-sends only the commands still unanswered, so an append already
+    answered is followed by a WAIT alone, which (its target dropped on the first attempt, redis-py 8.1)
+    goes to any node, where a connection without writes has nothing to wait for and answers at once;
+    and an append answered MOVED is re-sent on its own, elsewhere, after the WAIT ran here. Either way
+    an append no replica holds would be acknowledged. So on a cluster the commands go on one connection
+    to the key's primary and are never retried nor redirected: a failure raises, and the slot map is
+    read again before the next call.
     """
-    if isinstance(redis, RedisCluster):
-        return {"target_nodes": redis.get_node_from_key(key)}
-    return {}
+    if not isinstance(redis, RedisCluster):
+        async with redis.pipeline(transaction=False) as pipe:
+            for command in commands:
+                pipe.execute_command(*command)
+            answers: list[Any] = await pipe.execute()
+            return answers
+    await redis.initialize()  # a no-op unless a failure (here or elsewhere) asked for a new slot map
+    node = redis.get_node_from_key(key)
+    connection = node.acquire_connection()
+    try:
+        await node.disconnect_if_needed(connection)
+        await connection.send_packed_command(connection.pack_commands(commands))
+        answers = [await _answer(connection) for _ in commands]
+    except BaseException:
+        # An answer may be left unread: this connection cannot serve the next caller.
+        await connection.disconnect()
+        await redis.aclose()
+        raise
+    finally:
+        node.release(connection)
+    for answer in answers:
+        if isinstance(answer, Exception):
+            if isinstance(answer, (MovedError, AskError, ClusterDownError, TryAgainError)):
+                await redis.aclose()
+            raise answer
+    return answers
+
+
+async def _answer(connection: Connection) -> Any:
+    """One reply, an error reply as its exception (the rest of the replies are still to be read)."""
+    try:
+        return await connection.read_response()
+    except ResponseError as exc:
+        return exc
 
 
 def create_redis(settings: Settings, *, max_connections: int | None = None, timeout_s: float | None = None) -> Redis:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -11,9 +12,12 @@ import httpx
 import orjson
 import psutil
 import pytest
+import redis
 
-from tenk.connections import redis_from_url
+from tenk.connections import REDIS_DOWN, connect_redis, redis_from_url
 from tenk.ingest import keys
+from tenk.ingest.codec import parse_one
+from tenk.ingest.producer import StreamProducer
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
 from tests.conftest import AUTH, Stack
@@ -189,3 +193,40 @@ async def test_replicated_durability_answers_202_only_once_a_replica_has_the_eve
             assert answer.headers["retry-after"] == "1"
 
         await eventually(_accepts(client, _batch(run, 3)), 30, "a 202 once the replicas are back", every=0.3)
+
+
+async def test_a_replicated_append_whose_connection_drops_during_wait_is_never_acknowledged(
+    cluster_env: dict[str, str], redis_cluster: LocalRedisCluster
+) -> None:
+    # The append is answered, then its connection drops while WAIT blocks (the replica is frozen). A
+    # WAIT sent again on any other connection has no writes to wait for and answers 1 at once: taken as
+    # the append's acknowledgement, a 202 would go out for events no replica holds.
+    stream = keys.stream_key(0)
+    master = redis_cluster.master_of(stream)
+    replica = redis_cluster.replica_of(master)
+    [replica_pid] = [pid for port, _, pid in redis_cluster.members() if port == replica and pid is not None]
+    entry, _ = parse_one(orjson.dumps({"source": "wait-drop", "ts": "2026-01-02T03:04:05Z", "payload": {}}))
+    client = redis_from_url(redis_cluster.url)
+    await connect_redis(client)
+    producer = StreamProducer(client, max_backlog=1_000, max_backlog_bytes=1 << 20, replica_wait_ms=600_000)
+    producer.start()
+    frozen = psutil.Process(replica_pid)
+    frozen.suspend()
+    try:
+        append = asyncio.create_task(producer.add([entry]))
+        with redis_cluster.admin(master) as admin:
+            waiting = await eventually(
+                lambda: _client_blocked_in_wait(admin), 30, "the append's WAIT blocked on the master"
+            )
+            admin.client_kill_filter(_id=waiting)
+        with pytest.raises(REDIS_DOWN):
+            await append
+        assert await client.xlen(stream) == 1  # the append itself went in: only its acknowledgement is refused
+    finally:
+        frozen.resume()
+        await producer.stop()
+        await client.aclose()
+
+
+async def _client_blocked_in_wait(admin: redis.Redis) -> str | None:
+    return next((c["id"] for c in admin.client_list() if c["cmd"] == "wait"), None)

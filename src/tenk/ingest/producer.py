@@ -30,7 +30,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from tenk.background import cancel_and_wait, raise_if_cancelled
-from tenk.connections import pinned_to
+from tenk.connections import on_one_connection
 from tenk.ingest import keys
 
 logger = logging.getLogger("tenk.ingest.producer")
@@ -148,21 +148,22 @@ class StreamProducer:
         try:
             if self._replica_wait_ms is None:
                 return await self._script(keys=[stream, stats], args=args)
-            return await self._append_replicated(stream, stats, args)
+            return await self._append_replicated(stream, stats, args, self._replica_wait_ms)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.warning("XADD of %d events failed: %s", self._events_in(args), exc)
             raise
 
-    async def _append_replicated(self, stream: str, stats: str, args: list[bytes | int]) -> Any:
-        # WAIT counts the replicas that have this connection's writes: the append and the WAIT go
-        # together in one pipeline, on one connection to the stream's master. EVAL, not EVALSHA: a
-        # pipeline cannot load a script that a (new, promoted) master does not have.
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.eval(self._source, 2, stream, stats, *args)
-            pipe.execute_command("WAIT", 1, self._replica_wait_ms, **pinned_to(self._redis, stream))
-            added, replicas = await pipe.execute()
+    async def _append_replicated(self, stream: str, stats: str, args: list[bytes | int], wait_ms: int) -> Any:
+        # EVAL, not EVALSHA: a new (promoted) master may not have the script, and loading it would
+        # take a write on another connection, which WAIT would not count.
+        added, replicas = await on_one_connection(
+            self._redis,
+            stream,
+            ("EVAL", self._source, 2, stream, stats, *args),
+            ("WAIT", 1, wait_ms),
+        )
         if added != keys.BACKLOG_FULL and int(replicas) < 1:
             raise NotReplicated()
         return added

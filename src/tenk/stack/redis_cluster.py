@@ -193,14 +193,15 @@ class LocalRedisCluster:
         self.wait_healthy(timeout)
         return any(started)
 
-    def _client(self, port: int) -> redis.Redis:
+    def admin(self, port: int) -> redis.Redis:
+        """A plain client of one member (not the cluster), for administration: ROLE, CLIENT LIST, FLUSHALL."""
         return redis.Redis(port=port, password=self.password, socket_timeout=5, decode_responses=True)
 
     def master_of(self, key: str) -> int:
         """The port of the master that serves `key`'s slot, as the cluster says now."""
         slot = key_slot(key.encode())
         port = next(port for port, role, _ in self.members() if role == "master")
-        with self._client(port) as client:
+        with self.admin(port) as client:
             for start, end, master, *_ in client.execute_command("CLUSTER SLOTS"):
                 if int(start) <= slot <= int(end):
                     return int(master[1])
@@ -210,16 +211,16 @@ class LocalRedisCluster:
         """Empty every master (FLUSHALL); their replicas follow. For runs that each want an empty cluster."""
         for port, role, _ in self.members():
             if role == "master":
-                with self._client(port) as client:
+                with self.admin(port) as client:
                     client.flushall()
 
     def take_over(self, replica: int) -> None:
         """Promote the replica now, without waiting out failure detection (CLUSTER FAILOVER TAKEOVER)."""
-        with self._client(replica) as client:
+        with self.admin(replica) as client:
             client.execute_command("CLUSTER FAILOVER TAKEOVER")
 
     def cluster_info(self, port: int) -> dict[str, str]:
-        with self._client(port) as client:
+        with self.admin(port) as client:
             reply = client.execute_command("CLUSTER INFO")
         # redis-py parses the reply into a dict (of ints and strings) on some versions, not on others.
         if isinstance(reply, dict):
@@ -267,7 +268,7 @@ class LocalRedisCluster:
             return False
         if int(info.get("cluster_known_nodes", 0)) != len(self.ports):
             return False
-        with self._client(port) as client:
+        with self.admin(port) as client:
             role = client.execute_command("ROLE")
         if role[0] == "master":
             # Only replicas whose link is up are listed: WAIT needs them connected, not just assigned.
@@ -277,7 +278,7 @@ class LocalRedisCluster:
     def role(self, port: int) -> str:
         """'master' or 'slave' as the member says, or 'down'."""
         try:
-            with self._client(port) as client:
+            with self.admin(port) as client:
                 return str(client.execute_command("ROLE")[0])
         except (redis.RedisError, OSError):
             return "down"
@@ -288,7 +289,7 @@ class LocalRedisCluster:
 
     def replica_of(self, master_port: int) -> int | None:
         """The port of a replica attached to the master on `master_port`."""
-        with self._client(master_port) as client:
+        with self.admin(master_port) as client:
             role = client.execute_command("ROLE")
         replicas = role[2] if role[0] == "master" else []
         return int(replicas[0][1]) if replicas else None
