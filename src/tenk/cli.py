@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
 
 import click
 from pydantic import ValidationError
 
+from tenk import interrupts
 from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis
 
@@ -63,17 +62,7 @@ def _lab_missing(exc: ImportError) -> click.Command:
 @click.group(cls=_Commands)
 def main() -> None:
     """tenk: an async API stack for 10k+ RPS, and the lab that measures it."""
-    _let_ctrl_c_through()
-
-
-def _let_ctrl_c_through() -> None:
-    """Ctrl-C (or `kill -INT`) interrupts every tenk command, however it was started.
-
-    A command started as a background job of a script (`make run &`), under nohup, or by some CI runners
-    inherits SIGINT ignored, and Python leaves an inherited SIG_IGN as it is: Ctrl-C would then do nothing,
-    mid-seed or mid-run. Set here, once, before any command runs, rather than in each long-running loop."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupts.let_ctrl_c_through()
 
 
 @main.command()
@@ -133,10 +122,10 @@ def _prepare_data(settings: Settings, database_url: str, seed: bool, products: i
     from tenk.stack.migrate import migrate
     from tenk.stack.seed import seed as seed_data
 
-    applied = asyncio.run(migrate(database_url))
+    applied = interrupts.run(migrate(database_url))
     click.echo(f"migrations: {', '.join(applied) if applied else 'up to date'}")
     if seed:
-        written = asyncio.run(seed_data(database_url, products, tasks))
+        written = interrupts.run(seed_data(database_url, products, tasks))
         click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)")
     key, created = ensure_dev_key(settings.data_dir)
     click.echo(f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}")
@@ -202,7 +191,7 @@ def migrate() -> None:
     """Apply pending migrations (safe to run twice)."""
     from tenk.stack.migrate import migrate as run_migrations
 
-    applied = asyncio.run(run_migrations(_settings().resolved_direct_database_url))
+    applied = interrupts.run(run_migrations(_settings().resolved_direct_database_url))
     click.echo(f"applied: {', '.join(applied)}" if applied else "up to date")
 
 
@@ -213,7 +202,7 @@ def seed(products: int, tasks: int) -> None:
     """Load deterministic demo data into empty tables."""
     from tenk.stack.seed import seed as seed_data
 
-    written = asyncio.run(seed_data(_settings().resolved_direct_database_url, products, tasks))
+    written = interrupts.run(seed_data(_settings().resolved_direct_database_url, products, tasks))
     click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written")
 
 

@@ -6,7 +6,6 @@ Everything started goes into a `ProcessSet`, whose exit stops it all, on errors 
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from typing import Protocol
 
 import psutil
 
+from tenk.interrupts import run
 from tenk.lab.baselines import WSGI_BASELINES
 from tenk.lab.cpus import cpu_set
 from tenk.lab.definition.ladder import RungConfig
@@ -200,8 +200,8 @@ def migrate_and_seed(dsn: str) -> None:
     from tenk.stack.migrate import migrate
     from tenk.stack.seed import seed
 
-    asyncio.run(migrate(dsn))
-    asyncio.run(seed(dsn, 100_000, 10_000))
+    run(migrate(dsn))
+    run(seed(dsn, 100_000, 10_000))
 
 
 def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
