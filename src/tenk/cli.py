@@ -168,6 +168,20 @@ def down() -> None:
 
 
 @main.command()
+def restart() -> None:
+    """Restart a cluster's API nodes one at a time, each drained first, so that no request fails.
+
+    For `tenk up --topology cluster`; the nodes start with this command's environment."""
+    from tenk.stack.topology import cluster, is_recorded
+
+    settings = _settings()
+    if not is_recorded(settings):
+        raise click.ClickException("no cluster is running here: `tenk up --topology cluster` starts one")
+    for line in cluster(settings).rolling_restart():
+        click.echo(line)
+
+
+@main.command()
 def status() -> None:
     """Show whether the embedded servers (and a cluster's members) run, and where."""
     from tenk.stack.topology import cluster, format_statuses, is_recorded

@@ -1,4 +1,5 @@
-"""`tenk up --topology cluster`, `tenk status`, `tenk down`: every member shown, and nothing left running."""
+"""`tenk up --topology cluster`, `tenk status`, `tenk restart`, `tenk down`: every member shown, every node
+replaced under load with no request failing, and nothing left running."""
 
 from __future__ import annotations
 
@@ -10,12 +11,18 @@ import httpx
 import psutil
 import pytest
 
+from tenk.lab.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, port_is_open
 from tests.conftest import VENV_BIN, free_port_run
+from tests.stack.open_loop import OpenLoop
 
 pytestmark = pytest.mark.cluster
 
 FLEET = {"api-1", "api-2", "worker-1", "worker-2", "haproxy"}
+# A correctness load, far below what two nodes take: every request must be answered, whatever the rate.
+RESTART_RATE = 100.0
+# A vendor slow enough that every node always has calls to it in flight (20 a second, 0.3 s each).
+VENDOR_P50_MS, VENDOR_P99_MS = 300.0, 500.0
 
 
 def _tenk(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -38,7 +45,44 @@ def _tree(pid: int) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
-def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(stack_root: Path) -> None:
+def _restart_every_node_under_load(
+    env: dict[str, str], front: str, stack_root: Path, rows: dict[str, dict[str, str]]
+) -> None:
+    """`tenk restart` on the cluster's own stores (Redis Cluster, PgBouncer, a replica) while requests
+    arrive at a constant rate through HAProxy: every node is replaced, and no request fails."""
+    auth = {"Authorization": f"Bearer {(stack_root / 'dev-api-key').read_text().strip()}"}
+
+    def request_for(i: int) -> tuple[str, str, object, dict[str, str]]:
+        # Reads, a write and an event in every ten, and slow vendor calls (a fresh symbol each, so
+        # never from the quote cache) that keep requests in flight at every node when it is stopped:
+        # only a drain lets those finish. A write lost to a closing node is a failure too.
+        if i % 10 == 0:
+            return "PATCH", "/products/7", {"stock": i}, auth
+        if i % 10 == 5:
+            return "POST", "/events", {"source": "rolling", "ts": "2026-01-02T03:04:05Z", "payload": {"i": i}}, auth
+        if i % 5 == 2:
+            return "GET", f"/quotes/R{i}", None, {}
+        return "GET", f"/products/{1 + i % 50}", None, {}
+
+    load = OpenLoop(front, RESTART_RATE, request_for)
+    load.start()
+    try:
+        restarted = _tenk(env, "restart")
+    finally:
+        load.stop()
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    assert [line.split(":")[0] for line in restarted.stdout.splitlines()] == ["api-1", "api-2"], restarted.stdout
+    for name in ("api-1", "api-2"):
+        assert f"(pid {rows[name]['PID']} -> " in restarted.stdout, restarted.stdout
+    assert load.sent > RESTART_RATE, "the load did not run through the restarts"
+    assert not load.failures, f"{len(load.failures)} of {load.sent} requests failed: {load.failures[:10]}"
+    assert load.answered == load.sent
+
+
+def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(
+    stack_root: Path, mock: MockUpstreamProcess
+) -> None:
+    mock.set_profile(p50_ms=VENDOR_P50_MS, p99_ms=VENDOR_P99_MS)
     env = {
         "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
         "TENK_DATA_DIR": str(stack_root),
@@ -46,6 +90,7 @@ def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(stack_roo
         "TENK_REDIS_EMBEDDED_PORT": str(redis_port := free_port_run(7, bus_offset=10_000)),
         "TENK_PORT": str(free_port()),
         "TENK_LOG_LEVEL": "WARNING",
+        "TENK_UPSTREAM_URL": mock.url,
     }
     members = {
         "postgres",
@@ -69,7 +114,11 @@ def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(stack_roo
             sorted(row["ROLE"] for name, row in rows.items() if name.startswith("redis-"))
             == ["redis-master"] * 3 + ["redis-slave"] * 3
         )
-        assert httpx.get(f"http://127.0.0.1:{env['TENK_PORT']}/products/1", timeout=10).status_code == 200
+        front = f"http://127.0.0.1:{env['TENK_PORT']}"
+        assert httpx.get(f"{front}/products/1", timeout=10).status_code == 200
+        _restart_every_node_under_load(env, front, stack_root, rows)
+        rows = _status_rows(_tenk(env, "status").stdout)
+        assert rows["api-1"]["READY"] == rows["api-2"]["READY"] == "ready, in rotation", rows
         # Every member reaches Postgres (directly, through PgBouncer, on the replica) as the app's role.
         for member in ("api-1", "worker-1"):
             member_env = psutil.Process(int(rows[member]["PID"])).environ()

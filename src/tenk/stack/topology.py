@@ -182,6 +182,16 @@ class Topology:
             yield store.start()
             self.fleet.env.update(store.env())
 
+    def rolling_restart(self) -> Iterator[str]:
+        """Every API node in turn: it leaves rotation and drains, stops, starts again on its port with this
+        environment (a changed TENK_* setting rolls out this way), and is back in rotation before the next
+        one goes, so the balancer always has a node to send requests to."""
+        for store in self.stores:
+            self.fleet.env.update(store.env())
+        for member in [m for m in self.fleet.members() if m.role == "api"]:
+            restarted = self.fleet.restart(member.name)
+            yield f"{member.name}: restarted (pid {member.pid} -> {restarted.pid}), back in rotation"
+
     def stop(self) -> Iterator[str]:
         """The fleet first (nodes drain, workers flush into the stores), then the stores."""
         names = [m.name for m in self.fleet.members()]
