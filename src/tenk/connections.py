@@ -321,10 +321,11 @@ async def on_one_connection(redis: Redis, key: str, *commands: tuple[EncodableT,
         await node.disconnect_if_needed(connection)
         await connection.send_packed_command(connection.pack_commands(commands))
         answers = [await _answer(connection) for _ in commands]
-    except BaseException:
+    except BaseException as exc:
         # An answer may be left unread: this connection cannot serve the next caller.
         await connection.disconnect()
-        await redis.aclose()
+        if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+            await redis.aclose()  # the node may be gone: map the slots again before the next call
         raise
     finally:
         node.release(connection)
