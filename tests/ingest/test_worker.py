@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -202,7 +203,11 @@ async def test_an_entry_delivered_too_often_is_claimed_from_a_dead_consumer_and_
         await redis.xclaim(keys.STREAM, keys.GROUP, "ghost", 0, ids, idle=600_000, retrycount=50)
         spawn_worker(stack, "w-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200")
         reason = await eventually(lambda: fetch_reason(stack, event_id), 15, "the dead letter")
-        assert reason == "delivered 51 times"
+        # 51 when the first claim dead-letters it; on a starved machine the worker can claim it from itself
+        # again before its first claim is written (the test's claim idle is 1 s): seen once as 52.
+        delivered = re.fullmatch(r"delivered (\d+) times", reason)
+        assert delivered is not None, reason
+        assert int(delivered.group(1)) > 50, reason
         assert await _rows(stack, "wk-ghost") == 0
         # Everything the ghost held (this entry and anything else it read) was taken over.
         await eventually(lambda: _ghost_holds_nothing(redis), 10, "the ghost's entries to be claimed")
