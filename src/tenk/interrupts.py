@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Coroutine
+import threading
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -31,3 +33,21 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(main)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """Within the block, SIGTERM (a service manager, a CI runner) raises KeyboardInterrupt, as Ctrl-C does, so
+    that both take the same clean way out. Only the main thread may set handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

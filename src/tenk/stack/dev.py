@@ -16,8 +16,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
+from tenk.interrupts import sigterm_as_ctrl_c
 from tenk.resilience.backoff import Backoff
 from tenk.settings import Settings
 
@@ -137,36 +137,28 @@ class Supervisor:
                 process.wait()
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def supervise(supervisor: Supervisor) -> int:
     """Run until Ctrl-C or SIGTERM (exit 0) or until a child cannot stay up (exit 1)."""
-    # SIGTERM (from a service manager, say) stops the children as Ctrl-C does. Ctrl-C itself is
-    # KeyboardInterrupt, even when started with SIGINT ignored: the `tenk` entry point sees to that.
-    previous = {
-        signal.SIGINT: signal.getsignal(signal.SIGINT),
-        signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
-    }
+    # Ctrl-C is KeyboardInterrupt even when started with SIGINT ignored: the `tenk` entry point sees to that.
+    previous_sigint = signal.getsignal(signal.SIGINT)
     code = 0
-    try:
-        supervisor.start()
-        while True:
-            supervisor.check()
-            time.sleep(POLL_S)
-    except KeyboardInterrupt:
-        logger.info("stopping: %s", ", ".join(child.name for child in supervisor.children))
-    except GaveUpError as exc:
-        logger.error("%s", exc)
-        code = 1
-    finally:
-        # A second Ctrl-C while the children stop must not leave them orphaned.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        supervisor.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with sigterm_as_ctrl_c():
+        try:
+            supervisor.start()
+            while True:
+                supervisor.check()
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            logger.info("stopping: %s", ", ".join(child.name for child in supervisor.children))
+        except GaveUpError as exc:
+            logger.error("%s", exc)
+            code = 1
+        finally:
+            # A second Ctrl-C while the children stop must not leave them orphaned.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            supervisor.stop()
+            signal.signal(signal.SIGINT, previous_sigint)
     return code
 
 

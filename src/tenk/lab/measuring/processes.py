@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -19,7 +18,7 @@ from typing import Protocol
 
 import psutil
 
-from tenk.interrupts import run
+from tenk.interrupts import run, sigterm_as_ctrl_c
 from tenk.lab.baselines import WSGI_BASELINES
 from tenk.lab.cpus import cpu_set
 from tenk.lab.definition.ladder import RungConfig
@@ -93,24 +92,11 @@ class ProcessSet:
 @contextmanager
 def process_set(log_dir: Path) -> Iterator[ProcessSet]:
     processes = ProcessSet(log_dir)
-    # SIGTERM (from a CI runner, say) is turned into the same clean exit as Ctrl-C.
-    previous = signal.getsignal(signal.SIGTERM)
-    if _main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        yield processes
-    finally:
-        processes.stop_all()
-        if _main_thread():
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    with sigterm_as_ctrl_c():
+        try:
+            yield processes
+        finally:
+            processes.stop_all()
 
 
 def wait_ready(item: Started, url: str, timeout_s: float = READY_TIMEOUT_S, accept_any: bool = False) -> None:
