@@ -8,14 +8,16 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from fastapi import FastAPI
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 
 from tenk.app import create_app
-from tenk.ops.server_spans import ServerSpans
+from tenk.ops.server_spans import RequestSampler, ServerSpans, TraceIdsDrawnAhead
 from tests.conftest import AUTH, Stack
 
 # A remote parent that did not sample its trace (W3C flags 00).
@@ -27,9 +29,19 @@ def exported() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
-def _tracer(exported: InMemorySpanExporter, sample: bool) -> Tracer:
+@pytest.fixture(params=["sampler first", "sdk only"])
+def ids(request: pytest.FixtureRequest) -> type[RandomIdGenerator]:
+    """Each test runs twice: with tenk's ids, which let ServerSpans ask the sampler before the SDK (and skip
+    the SDK for a dropped request), and with the SDK's own, where the SDK does everything."""
+    return TraceIdsDrawnAhead if request.param == "sampler first" else RandomIdGenerator
+
+
+def _tracer(
+    exported: InMemorySpanExporter, sample: bool | Sampler, ids: type[RandomIdGenerator] = TraceIdsDrawnAhead
+) -> Tracer:
     # Parent-based, as tenk's own provider: a request's children follow its decision.
-    provider = TracerProvider(sampler=ParentBased(ALWAYS_ON if sample else ALWAYS_OFF))
+    sampler = sample if isinstance(sample, Sampler) else ParentBased(ALWAYS_ON if sample else ALWAYS_OFF)
+    provider = TracerProvider(sampler=sampler, id_generator=ids())
     provider.add_span_processor(SimpleSpanProcessor(exported))
     return provider.get_tracer("test")
 
@@ -52,9 +64,9 @@ def app(stack: Stack) -> FastAPI:
 
 
 async def test_hot_lane_and_fastapi_requests_get_a_span_named_by_route_template_with_their_status(
-    app: FastAPI, exported: InMemorySpanExporter
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
 ) -> None:
-    async for client in _client(app, _tracer(exported, sample=True)):
+    async for client in _client(app, _tracer(exported, True, ids)):
         assert (await client.get("/products/1777")).status_code == 200  # served by the hot lane
         assert (await client.get("/products/0")).status_code == 422  # FastAPI words the 422
         assert (await client.get("/no/such/path")).status_code == 404
@@ -69,9 +81,11 @@ async def test_hot_lane_and_fastapi_requests_get_a_span_named_by_route_template_
     assert all(s.status.status_code != StatusCode.ERROR for s in spans)
 
 
-async def test_an_incoming_trace_context_is_continued(app: FastAPI, exported: InMemorySpanExporter) -> None:
+async def test_an_incoming_trace_context_is_continued(
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
+) -> None:
     sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
-    async for client in _client(app, _tracer(exported, sample=True)):
+    async for client in _client(app, _tracer(exported, True, ids)):
         await client.get("/tasks", headers={"traceparent": sampled_parent})
     (span,) = _servers(exported)
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
@@ -80,11 +94,11 @@ async def test_an_incoming_trace_context_is_continued(app: FastAPI, exported: In
 
 
 async def test_an_unsampled_request_records_nothing_below_it_either(
-    app: FastAPI, exported: InMemorySpanExporter
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
 ) -> None:
     """The dropped span is still current, so the spans started under it (here one of our own; in tenk the
     asyncpg and Redis ones) follow its decision instead of starting traces of their own."""
-    tracer = _tracer(exported, sample=True)  # a root would be recorded: only the parent's decision drops them
+    tracer = _tracer(exported, True, ids)  # a root would be recorded: only the parent's decision drops them
 
     @app.get("/child")
     async def child() -> dict[str, bool]:
@@ -96,6 +110,34 @@ async def test_an_unsampled_request_records_nothing_below_it_either(
         assert reply.json() == {"recording": False}
         assert (await client.get("/products/1777", headers={"traceparent": UNSAMPLED_PARENT})).status_code == 200
     assert exported.get_finished_spans() == ()
+
+
+async def test_a_new_trace_dropped_by_the_ratio_still_makes_its_children_drop(
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
+) -> None:
+    """The child's own tracer would record a root span: only a current, valid, unsampled parent stops it."""
+    child_tracer = _tracer(InMemorySpanExporter(), sample=True)
+
+    @app.get("/child")
+    async def child() -> dict[str, bool]:
+        with child_tracer.start_as_current_span("child") as span:
+            parent = trace.get_current_span().get_span_context()
+            return {"recording": span.is_recording(), "trace": parent.trace_id != 0}
+
+    async for client in _client(app, _tracer(exported, RequestSampler(0.0), ids)):
+        assert (await client.get("/child")).json() == {"recording": False, "trace": True}
+    assert exported.get_finished_spans() == ()
+
+
+async def test_a_ratio_keeps_its_share_of_new_traces_not_the_square_of_it(
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
+) -> None:
+    """Asking the sampler first must not make the SDK draw again: kept requests are half, not a quarter."""
+    async for client in _client(app, _tracer(exported, RequestSampler(0.5), ids)):
+        for _ in range(400):
+            assert (await client.get("/products/1777")).status_code == 200
+    # Binomial(400, 0.5): 200 +- 10; a second draw gives 100 +- 8.7. Either bound is 5 deviations away.
+    assert 150 <= len(_servers(exported)) <= 250
 
 
 async def test_an_exception_marks_the_span_as_an_error() -> None:

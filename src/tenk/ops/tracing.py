@@ -101,13 +101,15 @@ def setup_tracing(service_name: str, settings: OpsSettings) -> bool:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        from tenk.ops.server_spans import RequestSampler, TraceIdsDrawnAhead
     except ImportError as exc:
         raise RuntimeError(f"TENK_OPS_OTEL_ENDPOINT is set but the `otel` extra is not installed ({exc})") from None
 
     provider = TracerProvider(
         resource=Resource.create({"service.name": service_name}),
-        sampler=ParentBased(TraceIdRatioBased(settings.otel_sample_ratio)),
+        sampler=RequestSampler(settings.otel_sample_ratio),
+        id_generator=TraceIdsDrawnAhead(),  # so that the server spans can ask the sampler first
     )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(settings.otel_endpoint))))
     trace.set_tracer_provider(provider)
