@@ -65,6 +65,7 @@ test-lab: sync-dev system-deps
 
 ## Closed-loop wrk per read path, API pinned to CPU 0, wrk on CPU 1 (needs `tenk up` data; starts it).
 bench-reads: sync system-deps
+	$(UV) sync --frozen --no-dev --inexact --extra lab --extra otel --python $(PYTHON)  # the tracing cases
 	$(BIN)/tenk up
 	$(BIN)/python -m benchmarks.bench_reads $(BENCH_ARGS)
 

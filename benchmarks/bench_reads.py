@@ -2,8 +2,12 @@
 
 The API runs on CPU 0 (`taskset -c 0`), wrk on CPU 1, 64 connections, ids spread over the seeded
 range, metrics and request ids on. Each endpoint gets its own server process so that one setting
-changes at a time (the local cache, the Redis cache); a bare ASGI hello-world on the same server, in
-the same run, gives the ceiling. Several rounds; the table shows medians.
+changes at a time (the local cache, the Redis cache, tracing); a bare ASGI hello-world on the same
+server, in the same run, gives the ceiling. Several rounds; the table shows medians.
+
+The tracing cases serve the in-process hit, the cheapest request and so the worst case for a
+per-request cost, with TENK_OPS_OTEL_ENDPOINT set: spans go over OTLP/HTTP to a receiver on CPU 1
+(`tests.deploy.otlp`), at a 1 % sample ratio and with every request sampled.
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, stop
+from benchmarks._common import API_CPU, LOAD_CPU, VENV_BIN, run_wrk, serve_pinned, start_process, stop
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.sampling import TreeSampler, listener_pid
 from tenk.lab.results.documents import LoadFigures, ServerSample
 from tenk.settings import Settings
+from tenk.stack import free_port
 from tenk.stack.seed import COMMON_WORD, search_queries
 
 HELLO_APP = "benchmarks.hello:app"
+# The sink the tracing cases export to, started only when one of them runs.
+SPAN_SINK_PORT = free_port()
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,14 @@ def _cases(products: int, cursors: list[str]) -> list[Case]:
     cache_off = {"TENK_SEARCH_CACHE": "false"}
     before = {"TENK_SEARCH_CACHE": "false", "TENK_SEARCH_FULL_RANKING": "true"}
     every_id = _id_lua(products)
+
+    def traced(ratio: float) -> dict[str, str]:
+        return {
+            **whole_range_local,
+            "TENK_OPS_OTEL_ENDPOINT": f"http://127.0.0.1:{SPAN_SINK_PORT}",
+            "TENK_OPS_OTEL_SAMPLE_RATIO": str(ratio),
+        }
+
     walk = _every_id_lua(products)
     # The in-process cache must hold the whole seeded range for every read to be a local hit.
     whole_range_local = {"TENK_CATALOG_LOCAL_MAX_ITEMS": str(products * 2), "TENK_CATALOG_LOCAL_TTL_S": "600"}
@@ -89,6 +104,8 @@ def _cases(products: int, cursors: list[str]) -> list[Case]:
         ),
         Case("GET /ping", _random_path_lua("/ping%s", 'function() return "" end'), {}, None),
         Case("GET /products/{id}, in-process hit", every_id, whole_range_local, 8000, warm_lua=walk),
+        Case("GET /products/{id}, in-process hit, tracing 1 %", every_id, traced(0.01), None, warm_lua=walk),
+        Case("GET /products/{id}, in-process hit, tracing 100 %", every_id, traced(1.0), None, warm_lua=walk),
         Case(
             "GET /products/{id}, Redis hit (local off)",
             every_id,
@@ -205,31 +222,15 @@ def _median(runs: list[dict[str, float | str]], key: str) -> float:
     return statistics.median(float(r[key]) for r in runs)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--server", action="append", choices=["granian", "uvicorn", "gunicorn"])
-    parser.add_argument("--products", type=int, default=100_000, help="the seeded id range")
-    parser.add_argument("--only", help="run only cases whose name contains this")
-    parser.add_argument("--json", type=Path, help="also write the raw figures here")
-    args = parser.parse_args()
-    settings = Settings()
-    servers = args.server or [settings.server]
-    dependencies = _dependencies(settings)
-
-    env = {k: v for k, v in os.environ.items()}
-    env.setdefault("TENK_LOG_LEVEL", "WARNING")
-    workdir = Path(tempfile.mkdtemp(prefix="tenk-bench-"))
-    cursor_probe, base = _start(Case("cursors", "", {}, None), servers[0], env, workdir / "probe.log")
-    try:
-        cursors = _task_cursors(base, 400)
-    finally:
-        stop(cursor_probe)
-
+def _measure(
+    cases: list[Case],
+    servers: list[str],
+    args: argparse.Namespace,
+    env: dict[str, str],
+    workdir: Path,
+    dependencies: dict[str, int],
+) -> dict[str, dict[str, list[dict[str, float | str]]]]:
     results: dict[str, dict[str, list[dict[str, float | str]]]] = {}
-    cases = [c for c in _cases(args.products, cursors) if not args.only or args.only in c.name]
     for round_number in range(1, args.rounds + 1):
         for server in servers:
             for case in cases:
@@ -261,6 +262,43 @@ def main() -> None:
                     flush=True,
                 )
 
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--server", action="append", choices=["granian", "uvicorn", "gunicorn"])
+    parser.add_argument("--products", type=int, default=100_000, help="the seeded id range")
+    parser.add_argument("--only", help="run only cases whose name contains this")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+    settings = Settings()
+    servers = args.server or [settings.server]
+    dependencies = _dependencies(settings)
+
+    env = {k: v for k, v in os.environ.items()}
+    env.setdefault("TENK_LOG_LEVEL", "WARNING")
+    workdir = Path(tempfile.mkdtemp(prefix="tenk-bench-"))
+    cursor_probe, base = _start(Case("cursors", "", {}, None), servers[0], env, workdir / "probe.log")
+    try:
+        cursors = _task_cursors(base, 400)
+    finally:
+        stop(cursor_probe)
+
+    cases = [c for c in _cases(args.products, cursors) if not args.only or args.only in c.name]
+    sink = None
+    if any("TENK_OPS_OTEL_ENDPOINT" in c.env for c in cases):
+        argv = [str(VENV_BIN / "python"), "-m", "tests.deploy.otlp", str(SPAN_SINK_PORT)]
+        sink = start_process(argv, env, workdir / "span-sink.log", LOAD_CPU)
+    try:
+        results = _measure(cases, servers, args, env, workdir, dependencies)
+    finally:
+        if sink:
+            stop(sink)
+
     for server, by_case in results.items():
         hello = _median(by_case.get("hello-world (bare ASGI)", [{"rps": float("nan")}]), "rps")
         print(
@@ -269,9 +307,9 @@ def main() -> None:
         )
         print(
             "| endpoint | RPS | p50 ms | p99 ms | errors % | × hello-world | target "
-            f"| API cores | Postgres cores | CPU {LOAD_CPU} busy | limited by (most rounds) |"
+            f"| API cores | API µs/request | Postgres cores | CPU {LOAD_CPU} busy | limited by (most rounds) |"
         )
-        print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|")
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|")
         for case in cases:
             runs = by_case[case.name]
             rps = _median(runs, "rps")
@@ -286,6 +324,7 @@ def main() -> None:
                 if case.target or case.p99_target_ms != 50
                 else "",
                 f"{_median(runs, 'api_cores'):.2f}",
+                f"{1000 * _median(runs, 'api_cpu_ms_per_request'):.0f}",
                 f"{_median(runs, 'postgres_cores'):.2f}",
                 f"{_median(runs, 'load_core_busy'):.0%}",
                 Counter(str(r["bottleneck"]) for r in runs).most_common(1)[0][0],
