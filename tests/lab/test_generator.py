@@ -40,12 +40,11 @@ def test_generator_cpu_is_measured_from_the_kernel_children_included(tmp_path: P
     assert cost.cores == len(os.sched_getaffinity(0))
 
 
-@pytest.fixture
-def one_slot_target(tmp_path: Path) -> Iterator[str]:
+def _semaphore_target(tmp_path: Path, permits: int, sleep_ms: int) -> Iterator[str]:
     processes = ProcessSet(tmp_path / "logs")
     config = RungConfig(
         target="tests.lab.semaphore_app:app", factory=False, server="uvicorn", cpus="0", mix="ping",
-        env={"SEM_PERMITS": "1", "SEM_SLEEP_MS": "20"},
+        env={"SEM_PERMITS": str(permits), "SEM_SLEEP_MS": str(sleep_ms)},
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), **config.env}
     try:
@@ -53,6 +52,17 @@ def one_slot_target(tmp_path: Path) -> Iterator[str]:
         yield base_url
     finally:
         processes.stop_all()
+
+
+@pytest.fixture
+def one_slot_target(tmp_path: Path) -> Iterator[str]:
+    yield from _semaphore_target(tmp_path, permits=1, sleep_ms=20)
+
+
+@pytest.fixture
+def stalled_target(tmp_path: Path) -> Iterator[str]:
+    """Answers every request after 20 s: longer than a short step and k6's 5 s grace together."""
+    yield from _semaphore_target(tmp_path, permits=1000, sleep_ms=20_000)
 
 
 def test_dropped_iterations_mark_the_run_generator_bound(tmp_path: Path, one_slot_target: str) -> None:
@@ -70,3 +80,21 @@ def test_dropped_iterations_mark_the_run_generator_bound(tmp_path: Path, one_slo
     assert figures.generator_bound
     assert any("iterations dropped" in reason for reason in figures.generator_reasons)
     assert any("iterations dropped" in reason for reason in step_failures(figures, 1000))
+
+
+def test_arrivals_still_unanswered_when_k6_stops_are_counted_and_fail_the_step(
+    tmp_path: Path, stalled_target: str
+) -> None:
+    # k6 ends them at its graceful stop: they are in neither its requests nor its drops, so without
+    # this count a 1 s step at 20 req/s against a target that never answered read as a clean light load.
+    mix_path = tmp_path / "slow.toml"
+    mix_path.write_text(
+        '[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\nworst_latency_ms = 30000\ntimeout_ms = 60000\n'
+    )
+    figures, _ = run_k6(
+        load_mix(str(mix_path)), rate=20, duration_s=1, slo_ms=30000, base_url=stalled_target, api_key="",
+        run_id="stall", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+    )  # fmt: skip
+    assert (figures.requests, figures.dropped) == (0, 0)
+    assert 19 <= figures.unanswered <= 20
+    assert any(reason.startswith("unanswered: ") for reason in step_failures(figures, slo_p99_ms=30000))

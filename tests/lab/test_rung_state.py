@@ -1,5 +1,6 @@
-"""What a step keeps of the target's gauges (the last value and the peak), and the private Redis a
-rung gets when it asks for io-threads. Real processes: a uvicorn app, a redis-server."""
+"""What a step keeps of the target's gauges (the last value and the peak), the private Redis a rung gets
+when it asks for io-threads, and how a step's backlog is judged. Real processes: a uvicorn app, a
+redis-server."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import redis
 
 from tenk.lab.measuring.processes import process_set, start_redis, wait_ready
 from tenk.lab.measuring.sampling import GaugeWatcher
+from tenk.lab.measuring.state import backlog_failures, ingest_figures
 from tenk.stack import free_port
 from tests.lab.test_capacity import lab_env
 
@@ -48,3 +50,14 @@ def test_a_rung_asking_for_io_threads_gets_a_private_redis_started_with_them(tmp
             # Why a rung needs its own server: Redis 6.2 takes io-threads only at start.
             with pytest.raises(redis.ResponseError):
                 client.config_set("io-threads", 4)
+
+
+def test_a_backlog_stable_step_whose_backlog_could_not_be_read_fails_rather_than_passes() -> None:
+    # /ingest/stats timed out at the step's end (a stalled machine): no backlog figures, so no evidence.
+    figures = ingest_figures({"rows_written": 0, "backlog": 0}, {}, {"rows_landed": 0}, 1.0)
+    assert "backlog_grew" not in figures
+    assert backlog_failures(figures) == ["backlog unknown: /ingest/stats did not answer at the step's start or end"]
+    kept_up = ingest_figures({"backlog": 5}, {"backlog": 5}, {"rows_landed": 300}, 1.0)
+    assert backlog_failures(kept_up) == []
+    grew = ingest_figures({"backlog": 0}, {"backlog": 302}, {"rows_landed": 0}, 1.0)
+    assert backlog_failures(grew) == ["backlog grew 0 -> 302 (accepted faster than landed)"]

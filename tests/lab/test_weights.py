@@ -27,6 +27,7 @@ def test_endpoint_shares_hold_within_two_percent_against_the_service(
     )  # fmt: skip
     assert figures.dropped == 0, (tmp_path / "k6.log").read_text()[-2000:]
     assert figures.requests == pytest.approx(1200, abs=len(mix.endpoints))
+    assert figures.unanswered == 0  # every arrival the schedule held was answered
     for endpoint in mix.endpoints:
         measured = figures.endpoints[endpoint.name]
         assert abs(measured.share - endpoint.share) <= 0.02 * endpoint.share, (endpoint.name, measured)

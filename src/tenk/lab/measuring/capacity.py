@@ -1,7 +1,8 @@
 """Capacity search: the highest arrival rate a target serves within the SLO.
 
-A step passes when p99 <= SLO, errors <= 0.1 %, nothing was dropped, the generator was not
-the bottleneck and, for a backlog-stable search (ingest), the stream's backlog did not grow.
+A step passes when p99 <= SLO, errors <= 0.1 %, nothing was dropped or left unanswered, the generator
+was not the bottleneck and, for a backlog-stable search (ingest), the stream's backlog was read at both
+ends and did not grow.
 The search doubles the rate until a step fails, then bisects between the last pass and the first
 fail until they are within `precision` of each other, or the step budget, fixed before the first
 step, runs out. Every step is kept: they are the latency-vs-load curve.
@@ -42,8 +43,8 @@ class SearchPlan:
             f"capacity search: at most {self.max_steps} steps of {self.step_s:g}s "
             f"(<= {self.budget_s:g}s in all), from {self.start_rate:g} req/s, doubling then bisecting "
             f"to {self.precision:.0%}; pass = p99 <= {self.slo_p99_ms:g} ms, errors <= {MAX_ERROR_RATE:.1%}, "
-            "no dropped iterations, generator not bound"
-            + ("; backlog does not grow (accepted = landed)" if self.backlog_stable else "")
+            "none dropped or unanswered, generator not bound"
+            + ("; backlog read and not growing (accepted = landed)" if self.backlog_stable else "")
             + ("; a failing rate is measured twice" if self.confirm_failures else "")
         )
 
@@ -54,6 +55,9 @@ def step_failures(figures: LoadFigures, slo_p99_ms: float) -> list[str]:
         reasons.append(f"p99 {figures.p99_ms:.1f} ms > {slo_p99_ms:g} ms")
     if figures.error_rate > MAX_ERROR_RATE:
         reasons.append(f"errors {figures.error_rate:.2%} > {MAX_ERROR_RATE:.1%}")
+    if figures.unanswered:
+        # Answers slower than the step and its grace: the worst latencies, missing from the p99 above.
+        reasons.append(f"unanswered: {figures.unanswered} requests had no answer when the generator stopped")
     reasons += figures.generator_reasons
     return reasons
 
@@ -108,7 +112,9 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
             converged = True
             break
     # When only the generator failed at the ceiling, the server was never shown to fail.
-    generator_limited = bool(high_reasons) and not any(r.startswith(("p99", "errors", "backlog")) for r in high_reasons)
+    generator_limited = bool(high_reasons) and not any(
+        r.startswith(("p99", "errors", "unanswered", "backlog")) for r in high_reasons
+    )
     return CapacityResult(
         capacity=low,
         converged=converged,

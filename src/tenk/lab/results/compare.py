@@ -233,6 +233,7 @@ def _merge_figures(figures: list[LoadFigures]) -> LoadFigures:
             "error_rate": round(errors / requests, 6) if requests else 0.0,
             "rps": round(sum(f.rps for f in figures), 2),
             "dropped": sum(f.dropped for f in figures),
+            "unanswered": sum(f.unanswered for f in figures),
             "generator_cpu_s": round(sum(f.generator_cpu_s for f in figures), 3),
             "generator_cores_used": round(sum(f.generator_cores_used for f in figures), 3),
             "generator_util": max(f.generator_util for f in figures),

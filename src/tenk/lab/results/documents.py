@@ -85,6 +85,9 @@ class LoadFigures(Document):
     errors: int
     error_rate: float
     dropped: int
+    # Arrivals k6 started that had no answer when it stopped (the step, then its 5 s grace): neither a
+    # request nor a drop in its summary, so without this count a stalled target looked like a light load.
+    unanswered: int = 0
     generator_cpu_s: float
     generator_cores_used: float
     generator_util: float
