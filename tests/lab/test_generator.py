@@ -15,6 +15,7 @@ from tenk.lab.driving.generator import GeneratorCost, generator_verdict, run_mea
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.measuring.capacity import step_failures
 from tenk.lab.measuring.processes import ProcessSet, start_target
+from tenk.lab.results.documents import LoadFigures
 
 REPO = Path(__file__).resolve().parents[2]
 BUSY = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
@@ -65,17 +66,26 @@ def stalled_target(tmp_path: Path) -> Iterator[str]:
     yield from _semaphore_target(tmp_path, permits=1000, sleep_ms=20_000)
 
 
+def _run_work(
+    tmp_path: Path, base_url: str, *, rate: float, duration_s: float, worst_ms: int, timeout_ms: int
+) -> LoadFigures:
+    """k6 at `rate` against one `/work` endpoint, its VU pool sized for answers within `worst_ms` (the SLO)."""
+    mix_path = tmp_path / "work.toml"
+    mix_path.write_text(
+        f'[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\nworst_latency_ms = {worst_ms}\n'
+        f"timeout_ms = {timeout_ms}\n"
+    )
+    figures, _ = run_k6(
+        load_mix(str(mix_path)), rate=rate, duration_s=duration_s, slo_ms=worst_ms, base_url=base_url, api_key="",
+        run_id="work", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+    )  # fmt: skip
+    return figures
+
+
 def test_dropped_iterations_mark_the_run_generator_bound(tmp_path: Path, one_slot_target: str) -> None:
     # A VU pool sized for 1 ms answers (slo_ms=1) meets a 50 req/s target at 300 req/s: k6 runs out
     # of VUs and drops arrivals, so the load it reports is not the load that was asked for.
-    mix_path = tmp_path / "tight.toml"
-    mix_path.write_text(
-        '[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\nworst_latency_ms = 1\ntimeout_ms = 1000\n'
-    )
-    figures, _ = run_k6(
-        load_mix(str(mix_path)), rate=300, duration_s=2, slo_ms=1, base_url=one_slot_target, api_key="",
-        run_id="drop", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
-    )  # fmt: skip
+    figures = _run_work(tmp_path, one_slot_target, rate=300, duration_s=2, worst_ms=1, timeout_ms=1000)
     assert figures.dropped > 100
     assert figures.generator_bound
     assert any("iterations dropped" in reason for reason in figures.generator_reasons)
@@ -87,14 +97,7 @@ def test_arrivals_still_unanswered_when_k6_stops_are_counted_and_fail_the_step(
 ) -> None:
     # k6 ends them at its graceful stop: they are in neither its requests nor its drops, so without
     # this count a 1 s step at 20 req/s against a target that never answered read as a clean light load.
-    mix_path = tmp_path / "slow.toml"
-    mix_path.write_text(
-        '[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\nworst_latency_ms = 30000\ntimeout_ms = 60000\n'
-    )
-    figures, _ = run_k6(
-        load_mix(str(mix_path)), rate=20, duration_s=1, slo_ms=30000, base_url=stalled_target, api_key="",
-        run_id="stall", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
-    )  # fmt: skip
+    figures = _run_work(tmp_path, stalled_target, rate=20, duration_s=1, worst_ms=30_000, timeout_ms=60_000)
     assert (figures.requests, figures.dropped) == (0, 0)
     assert 19 <= figures.unanswered <= 20
     assert any(reason.startswith("unanswered: ") for reason in step_failures(figures, slo_p99_ms=30000))
