@@ -36,8 +36,6 @@ from tenk.stack import free_port
 from tenk.stack.seed import COMMON_WORD, search_queries
 
 HELLO_APP = "benchmarks.hello:app"
-# The sink the tracing cases export to, started only when one of them runs.
-SPAN_SINK_PORT = free_port()
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ def _every_id_lua(products: int) -> str:
     return _random_path_lua("/products/%d", f"function() n = (n or 0) + 1 return (n - 1) % {products} + 1 end")
 
 
-def _cases(products: int, cursors: list[str]) -> list[Case]:
+def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]:
     cursor_list = ", ".join(json.dumps(c) for c in cursors) or '""'
     # The long-tail query set the lab's `search` mix also uses; queries go out URL-encoded, as typed.
     queries = ", ".join(json.dumps(urllib.parse.quote(q)) for q in search_queries())
@@ -86,7 +84,7 @@ def _cases(products: int, cursors: list[str]) -> list[Case]:
     def traced(ratio: float) -> dict[str, str]:
         return {
             **whole_range_local,
-            "TENK_OPS_OTEL_ENDPOINT": f"http://127.0.0.1:{SPAN_SINK_PORT}",
+            "TENK_OPS_OTEL_ENDPOINT": f"http://127.0.0.1:{span_sink_port}",
             "TENK_OPS_OTEL_SAMPLE_RATIO": str(ratio),
         }
 
@@ -288,10 +286,12 @@ def main() -> None:
     finally:
         stop(cursor_probe)
 
-    cases = [c for c in _cases(args.products, cursors) if not args.only or args.only in c.name]
+    # The receiver the tracing cases export to, started only when one of them runs.
+    span_sink_port = free_port()
+    cases = [c for c in _cases(args.products, cursors, span_sink_port) if not args.only or args.only in c.name]
     sink = None
     if any("TENK_OPS_OTEL_ENDPOINT" in c.env for c in cases):
-        argv = [str(VENV_BIN / "python"), "-m", "tests.deploy.otlp", str(SPAN_SINK_PORT)]
+        argv = [str(VENV_BIN / "python"), "-m", "tests.deploy.otlp", str(span_sink_port)]
         sink = start_process(argv, env, workdir / "span-sink.log", LOAD_CPU)
     try:
         results = _measure(cases, servers, args, env, workdir, dependencies)

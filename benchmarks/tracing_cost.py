@@ -37,14 +37,12 @@ def _scope() -> dict[str, Any]:
 
 async def _measure(traced: bool) -> float:
     """Best CPU µs per request of REPEATS runs of REQUESTS."""
-    settings = Settings()
-    app = create_app(settings)
-    state: dict[str, Any] = {}
-    startup: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    await startup.put({"type": "lifespan.startup"})
-    lifespan = asyncio.create_task(app({"type": "lifespan", "state": state}, startup.get, replies.put))
-    assert (await replies.get())["type"] == "lifespan.startup.complete"
+    app = create_app(Settings())
+    async with app.router.lifespan_context(app):
+        return await _serve_timed(app, traced)
+
+
+async def _serve_timed(app: Any, traced: bool) -> float:
     target: Any = app
     if traced:
         from opentelemetry import trace
@@ -66,7 +64,7 @@ async def _measure(traced: bool) -> float:
 
     async def serve(n: int) -> None:
         for _ in range(n):
-            await target({**_scope(), "state": dict(state)}, receive, send)
+            await target(_scope(), receive, send)
 
     await serve(2_000)
     assert statuses == {200}, statuses
@@ -75,7 +73,6 @@ async def _measure(traced: bool) -> float:
         started = time.process_time()
         await serve(REQUESTS)
         best = min(best, (time.process_time() - started) / REQUESTS * 1e6)
-    lifespan.cancel()
     return best
 
 

@@ -143,7 +143,7 @@ def run_k6(
     summary = K6Summary.from_json(summary_path.read_text(), summary_path)
     figures = figures_from_summary(summary, mix, rate, duration_s)
     figures.segment = segment
-    figures.unanswered = unanswered(summary, mix, rate, duration_s, segment)
+    figures.unanswered = unanswered(figures, mix, rate, duration_s, segment)
     figures.generator_cpu_s = round(cost.cpu_s, 3)
     figures.generator_cores_used = round(cost.cores_used, 3)
     figures.generator_util = round(cost.util, 3)
@@ -160,16 +160,13 @@ def run_k6(
     return figures, summary
 
 
-def unanswered(summary: K6Summary, mix: Mix, rate: float, duration_s: float, segment: str = "") -> int:
+def unanswered(figures: LoadFigures, mix: Mix, rate: float, duration_s: float, segment: str = "") -> int:
     """Arrivals the schedule held that k6 neither completed nor dropped: iterations still waiting for an
     answer when the graceful stop ended them. k6's summary has no count of its own for them."""
     slices = parse_segment(segment)[1] if segment else 1
     scheduled = sum(p.per_minute for p in plan(mix, rate, 0)) * duration_s / TIME_UNIT_S / slices
-    iterations = int(summary.values("http_reqs").get("count", 0)) + int(
-        summary.values("dropped_iterations").get("count", 0)
-    )
     # Each scenario (and each segment's share of it) may start one arrival more or fewer than the exact rate.
-    return max(0, math.floor(scheduled) - len(mix.endpoints) - iterations)
+    return max(0, math.floor(scheduled) - len(mix.endpoints) - figures.requests - figures.dropped)
 
 
 def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: float) -> LoadFigures:
