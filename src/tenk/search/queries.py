@@ -52,18 +52,11 @@ postings AS MATERIALIZED (
 exhausted AS MATERIALIZED (
     SELECT key, single, count(product_id) AS found FROM postings GROUP BY key, single
 ),
--- A plain AND (no `or`) in which some word has fewer than 4K postings: every match contains that
--- word, so the GIN match holds at most 4K rows, and intersecting the words' GIN lists reads fewer
--- heap rows than ranking up to K candidates per word and pair. Counted on the postings index, at
--- most 4K entries a word, so a common word costs a few index pages here.
+-- A small match is ranked outright: when the planner's estimate of the GIN match (migration 0007, about
+-- 50 µs) is at most K rows, ranking them costs no more than fetching one word's K candidates, and the
+-- candidates of words that seldom meet rarely hold `limit` matches anyway. The ranking is then exact.
 narrow AS MATERIALIZED (
-    SELECT strpos(typed.tree, '|') = 0 AND coalesce((
-        SELECT min((SELECT count(*) FROM (
-                        SELECT FROM search_postings WHERE search_postings.lexeme = words.lexeme LIMIT 4 * $3
-                    ) AS counted))
-        FROM words
-    ) < 4 * $3, false) AS yes
-    FROM typed
+    SELECT CASE WHEN typed.nodes <= 1 THEN false ELSE search_match_estimate(typed.query) <= $3 END AS yes FROM typed
 ),
 candidates AS MATERIALIZED (
     SELECT DISTINCT product_id AS id FROM postings WHERE product_id IS NOT NULL
