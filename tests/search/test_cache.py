@@ -147,3 +147,29 @@ async def test_a_query_never_repeated_is_answered_from_postgres_and_never_writte
         assert service.pages.writes == 1
     finally:
         await pool.close()
+
+
+async def test_pages_due_for_refresh_together_reload_on_at_most_half_the_slots_and_never_queue_a_miss(
+    stack: Stack,
+) -> None:
+    statements: list[str] = []
+    clock = SteppedClock()
+    pool = await _counted_pool(stack, statements)
+    try:
+        service = SearchService(pool, SearchSettings(cache_ttl_s=10.0, max_inflight=4), clock=clock)
+        words = VOCABULARY[:12]
+        for word in [*words, *words]:  # seen twice: cached
+            await service.search(word, 10)
+        assert service.pages is not None
+        assert service.pages.writes == len(words)
+
+        clock.now += 9.0  # every page past its refresh point at once, as after a cold start
+        await asyncio.gather(*(service.search(word, 10) for word in words))
+        assert service.refreshes == 2  # half of the 4 slots; the other pages wait for a later request
+        assert service.bulkhead.inflight <= 2
+        await _until(lambda: not service._refreshes)
+
+        await asyncio.gather(*(service.search(word, 10) for word in words))
+        assert service.refreshes == 4  # the next requests start the next reloads, still two at a time
+    finally:
+        await pool.close()

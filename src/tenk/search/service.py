@@ -75,12 +75,23 @@ class SearchService:
             return await self._fetch(query, limit)
         page = self.pages.get(key)
         if page is not None:
-            if page.refresh and key not in self._refreshes and key not in self.loads:
+            if page.refresh and key not in self._refreshes and key not in self.loads and self._refresh_capacity():
                 self._refresh_in_background(key)
             return page.body
         if key not in self.loads and not self.doorkeeper.seen_before(key):
             return await self._fetch(query, limit)
         return await self.loads.do(key, lambda: self._load(key))
+
+    def _refresh_capacity(self) -> bool:
+        """Whether a background reload may start now: it takes only a free slot, and reloads hold at most half.
+
+        Pages loaded together reach their refresh point together (a cold start's pages, eight seconds later);
+        uncapped, their reloads would all queue for the search slots at once, ahead of the requests that
+        missed the cache. A page whose reload is not started now is served as it is, and its next request
+        tries again; one that expires first is loaded by the request that finds it gone.
+        """
+        refreshing_at_most = max(1, self.bulkhead.max_inflight // 2)
+        return len(self._refreshes) < refreshing_at_most and self.bulkhead.inflight < self.bulkhead.max_inflight
 
     def _refresh_in_background(self, key: PageKey) -> None:
         self.refreshes += 1
