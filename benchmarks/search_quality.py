@@ -33,7 +33,8 @@ from tenk.stack.migrate import migrate
 from tenk.stack.seed import search_queries, seed
 
 SIZES = """
-SELECT pg_size_pretty(pg_relation_size('products_search_idx')) AS gin,
+SELECT (SELECT count(*) FROM products) AS products,
+       pg_size_pretty(pg_relation_size('products_search_idx')) AS gin,
        pg_size_pretty(pg_table_size('search_postings')) AS postings_table,
        pg_size_pretty(pg_indexes_size('search_postings')) AS postings_index,
        pg_size_pretty(pg_table_size('products')) AS products_table,
@@ -98,7 +99,7 @@ def main() -> None:
         asyncio.run(prepare(dsn, args.products))
         queries = search_queries()[: args.queries] if not args.sizes_only else search_queries()[:1]
         figures = asyncio.run(measure(dsn, queries, args.limit, args.candidates))
-        print(f"products {args.products:,}, candidates per word {args.candidates}, limit {args.limit}", file=sys.stderr)
+        print(f"candidates per word {args.candidates}, limit {args.limit}", file=sys.stderr)
         for name, value in figures.items():
             print(f"{name:24} {value:.4f}" if isinstance(value, float) else f"{name:24} {value}")
     finally:

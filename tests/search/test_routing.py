@@ -1,5 +1,5 @@
-"""Which way a query is ranked: a match the planner estimates small is ranked in full, exactly; a large one
-from its words' candidates."""
+"""Which way a query is ranked: a match the planner estimates at no more than 3K rows is ranked in full,
+exactly; a larger one from its words' candidates."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tenk.stack.seed import VOCABULARY
 from tests.conftest import Stack
 
 CANDIDATES = 10
+IN_FULL_UP_TO = 3 * CANDIDATES
 COUNT = "SELECT count(*) FROM products WHERE search @@ websearch_to_tsquery('english', $1)"
 ESTIMATE = "SELECT search_match_estimate(websearch_to_tsquery('english', $1))"
 
@@ -23,9 +24,9 @@ async def test_the_match_estimate_tells_a_large_match_from_a_small_one(stack: St
     try:
         for query in ("kettle", "kettle lamp", f"{VOCABULARY[40]} {VOCABULARY[60]}", "zzznothing kettle"):
             matches, estimate = await conn.fetchval(COUNT, query), await conn.fetchval(ESTIMATE, query)
-            # The planner's figure from ANALYZE's sample: off by some, but on the same side of K.
-            assert (matches > 3 * CANDIDATES) <= (estimate > CANDIDATES), (query, matches, estimate)
-            assert (matches < CANDIDATES / 3) <= (estimate <= CANDIDATES), (query, matches, estimate)
+            # The planner's figure from ANALYZE's sample: off by some, but on the same side of the threshold.
+            assert (matches > 3 * IN_FULL_UP_TO) <= (estimate > IN_FULL_UP_TO), (query, matches, estimate)
+            assert (matches < IN_FULL_UP_TO / 3) <= (estimate <= IN_FULL_UP_TO), (query, matches, estimate)
     finally:
         await conn.close()
 
@@ -36,7 +37,7 @@ async def test_a_query_estimated_to_match_at_most_k_products_is_ranked_in_full_a
         small = 0
         for first, second in itertools.combinations(VOCABULARY[20:60:3], 2):
             query = f"{first} {second}"
-            if await conn.fetchval(ESTIMATE, query) > CANDIDATES:
+            if await conn.fetchval(ESTIMATE, query) > IN_FULL_UP_TO:
                 continue
             small += 1
             # A limit of 1, which a word's candidates would often fill: only the estimate sends it to the full ranking.

@@ -19,7 +19,7 @@ class SearchSettings(BaseModel):
     )
     cache_max_items: int = Field(10_000, ge=1, description="Result pages kept per process.")
     candidates: int = Field(
-        100,
+        40,
         ge=10,
         le=10_000,
         description="Postings read per query word (and word pair) before ranking; more is slower and closer to "
