@@ -34,7 +34,10 @@ class Bulkhead:
                 self.rejected += 1
                 raise BulkheadFullError(self.name)
             try:
-                await asyncio.wait_for(self._semaphore.acquire(), self.max_wait_s)
+                # A timeout scope, not wait_for: on Python 3.11 wait_for wraps the wait in a task of its own,
+                # and under load nearly every search request waits here.
+                async with asyncio.timeout(self.max_wait_s):
+                    await self._semaphore.acquire()
             except TimeoutError:
                 self.rejected += 1
                 raise BulkheadFullError(self.name) from None
