@@ -1,5 +1,5 @@
-"""Which way a query is ranked: a match the planner estimates at no more than 3K rows is ranked in full,
-exactly; a larger one from its words' candidates."""
+"""Which way a query is ranked: a match the planner estimates at no more than 6K rows (one pair's candidates)
+is ranked in full, exactly; a larger one from its words' and pairs' candidates."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tenk.stack.seed import VOCABULARY
 from tests.conftest import Stack
 
 CANDIDATES = 10
-IN_FULL_UP_TO = 3 * CANDIDATES
+IN_FULL_UP_TO = 6 * CANDIDATES
 COUNT = "SELECT count(*) FROM products WHERE search @@ websearch_to_tsquery('english', $1)"
 ESTIMATE = "SELECT search_match_estimate(websearch_to_tsquery('english', $1))"
 

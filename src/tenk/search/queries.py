@@ -1,20 +1,20 @@
 """Full-text search over products: one statement per request that gives the same top results as ranking every match.
 
-`RANK_CANDIDATES` ranks a bounded candidate set: for each word of the query, and each pair of words,
-the K best postings from `search_postings` (migration 0005), in that word's own rank order. A word's
-postings are read by an index range scan of K rows however common the word is, so the cost of a
-query no longer grows with the number of products that match it. `ts_rank_cd` runs only over those
-candidates, and on the ones that match:
+`RANK_CANDIDATES` ranks a bounded candidate set: for each word of the query the K best postings from
+`search_postings` (migration 0005), in that word's own rank order, and for each pair of words the 6K
+best products with both in their name. A key's postings are read by an index range scan however common
+the word is, so the cost of a query no longer grows with the number of products that match it.
+`ts_rank_cd` runs only over those candidates, and on the ones that match, with two ways around them:
 
 - one word alone (45 % of the query set) needs no ranking at all: a posting's score is the rank
   ts_rank_cd gives that word, so the word's first `limit` postings are the answer;
-- a plain AND (words, phrases, -exclusions) in which some word has fewer than K postings is answered
-  from that rarest word's postings alone: every match must contain it, so they hold every match.
-  (A pair's postings cover names only, so they add candidates but never prove the set complete.)
+- a query whose match the planner estimates at 6K rows or fewer (`search_match_estimate`, migration
+  0007) has that match ranked in full, exactly: no dearer than ranking the candidates, which for
+  words that seldom meet rarely hold `limit` matches.
 
-When the candidates cannot be shown complete (an `or`, or only words with K postings or more) and
-yield fewer hits than asked for, the same statement ranks the GIN match in full instead (what
-`RANK_ALL_MATCHES`, the only query before, does): a second round trip would cost the API process
+When the candidates cannot be shown complete (only an `or` of words with fewer than K postings each
+can be) and yield fewer hits than asked for, the same statement ranks the GIN match in full instead
+(what `RANK_ALL_MATCHES`, the only query before, does): a second round trip would cost the API process
 more than the gate costs Postgres.
 
 websearch_to_tsquery accepts anything a person types (quotes, "or", "-"), never a syntax error.
@@ -46,18 +46,20 @@ postings AS MATERIALIZED (
     FROM keys LEFT JOIN LATERAL (
         SELECT product_id FROM search_postings WHERE search_postings.lexeme = keys.key
         ORDER BY score DESC, product_id
-        LIMIT $3
+        -- A pair's postings are the products with both words in their name: each one holds both words,
+        -- so they are the likeliest matches of any query that has the pair, and it reads six times more.
+        LIMIT CASE WHEN keys.single THEN $3 ELSE 6 * $3 END
     ) AS top ON true
 ),
 exhausted AS MATERIALIZED (
     SELECT key, single, count(product_id) AS found FROM postings GROUP BY key, single
 ),
 -- A small match is ranked outright: when the planner's estimate of the GIN match (migration 0007, about
--- 50 µs) is at most 3K rows, as many as a two-word query's candidates (each word's K and the pair's K),
--- ranking them costs no more than fetching those, and the candidates of words that seldom meet rarely
--- hold `limit` matches anyway. The ranking is then exact. (At 1M products 3K beat both K and 5K.)
+-- 50 µs) is at most 6K rows, as many as one pair's candidates, ranking them costs no more than ranking
+-- those, and the candidates of words that seldom meet rarely hold `limit` matches anyway. The ranking is
+-- then exact.
 narrow AS MATERIALIZED (
-    SELECT CASE WHEN typed.nodes <= 1 THEN false ELSE search_match_estimate(typed.query) <= 3 * $3 END AS yes FROM typed
+    SELECT CASE WHEN typed.nodes <= 1 THEN false ELSE search_match_estimate(typed.query) <= 6 * $3 END AS yes FROM typed
 ),
 candidates AS MATERIALIZED (
     SELECT DISTINCT product_id AS id FROM postings WHERE product_id IS NOT NULL

@@ -19,11 +19,11 @@ class SearchSettings(BaseModel):
     )
     cache_max_items: int = Field(10_000, ge=1, description="Result pages kept per process.")
     candidates: int = Field(
-        40,
+        20,
         ge=10,
         le=10_000,
-        description="Postings read per query word (and word pair) before ranking; more is slower and closer to "
-        "ranking every match.",
+        description="Postings read per query word before ranking (six times as many per word pair); more is "
+        "slower and closer to ranking every match.",
     )
     full_ranking: bool = Field(
         False,
