@@ -25,7 +25,13 @@ def _settings() -> Settings:
 
 def _stack(settings: Settings) -> tuple[EmbeddedPostgres | None, EmbeddedRedis | None]:
     database, redis_settings = settings.database, settings.redis
-    pg = None if database.url else EmbeddedPostgres(settings.data_dir / "postgres", database.embedded_port)
+    pg = (
+        None
+        if database.url
+        else EmbeddedPostgres(
+            settings.data_dir / "postgres", database.embedded_port, shared_buffers=database.embedded_shared_buffers
+        )
+    )
     # Redis's fsync policy (TENK_INGEST_DURABILITY) goes into its config file, so that it survives restarts.
     redis = (
         None

@@ -16,12 +16,15 @@ from tenk.stack.redis import RedisServerMissingError, redis_server_path
 from tests.conftest import VENV_BIN
 
 
-def _tenk(data_dir: Path, pg_port: int, redis_port: int, *args: str) -> subprocess.CompletedProcess[str]:
+def _tenk(
+    data_dir: Path, pg_port: int, redis_port: int, *args: str, **settings: str
+) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": "/usr/bin:/bin",
         "TENK_DATA_DIR": str(data_dir),
         "TENK_DATABASE_EMBEDDED_PORT": str(pg_port),
         "TENK_REDIS_EMBEDDED_PORT": str(redis_port),
+        **settings,
     }
     return subprocess.run([str(VENV_BIN / "tenk"), *args], env=env, capture_output=True, text=True, timeout=120)
 
@@ -65,6 +68,26 @@ def test_up_is_idempotent_and_down_stops_both(stack_root: Path) -> None:
         _tenk(data_dir, pg_port, redis_port, "down")
     status = _tenk(data_dir, pg_port, redis_port, "status")
     assert status.stdout.count("stopped") == 2
+
+
+async def _show(url: str, setting: str) -> str:
+    conn = await asyncpg.connect(url)
+    try:
+        return str(await conn.fetchval(f"SHOW {setting}"))
+    finally:
+        await conn.close()
+
+
+def test_the_embedded_postgres_starts_with_the_shared_buffers_its_setting_names(stack_root: Path) -> None:
+    pg_port, redis_port = free_port(), free_port()
+    sized = {"TENK_DATABASE_EMBEDDED_SHARED_BUFFERS": "48MB"}
+    try:
+        up = _tenk(stack_root, pg_port, redis_port, "up", "--products", "5", "--tasks", "1", **sized)
+        assert up.returncode == 0, up.stderr
+        settings = Settings(data_dir=stack_root, database={"embedded_port": pg_port})
+        assert asyncio.run(_show(settings.resolved_database_url, "shared_buffers")) == "48MB"
+    finally:
+        _tenk(stack_root, pg_port, redis_port, "down")
 
 
 def test_a_port_held_by_someone_else_gives_a_clear_error(stack_root: Path) -> None:

@@ -32,7 +32,6 @@ from tenk.stack.pg_roles import ensure_role_sql, hand_over_sql
 
 SERVER_SETTINGS = {
     "max_connections": "300",
-    "shared_buffers": "256MB",
     "fsync": "on",
     "synchronous_commit": "on",
     "listen_addresses": "127.0.0.1",
@@ -60,6 +59,7 @@ class EmbeddedPostgres:
     superuser: str = "postgres"
     database: str = "tenk"
     app_role: str = "tenk"
+    shared_buffers: str = "256MB"  # TENK_DATABASE_EMBEDDED_SHARED_BUFFERS
 
     pgdata = InDataDir("pgdata")
     socket_dir = InDataDir("pgsock")
@@ -185,7 +185,7 @@ class EmbeddedPostgres:
             "-k",
             str(self.socket_dir),
         ]
-        for key, value in SERVER_SETTINGS.items():
+        for key, value in {**SERVER_SETTINGS, "shared_buffers": self.shared_buffers}.items():
             argv += ["-c", f"{key}={value}"]
         run_as = run_as_server_user()
         self.log_path.touch(mode=0o600)

@@ -200,7 +200,13 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
     pids: dict[str, int] = {}
     servers: list[EmbeddedPostgres | EmbeddedRedis] = []
     if not settings.database.url:
-        servers.append(EmbeddedPostgres(settings.data_dir / "postgres", settings.database.embedded_port))
+        servers.append(
+            EmbeddedPostgres(
+                settings.data_dir / "postgres",
+                settings.database.embedded_port,
+                shared_buffers=settings.database.embedded_shared_buffers,
+            )
+        )
     if not settings.redis.url:
         servers.append(
             EmbeddedRedis(settings.data_dir / "redis", settings.redis.embedded_port, settings.ingest.durability)
