@@ -162,7 +162,7 @@ async def search_lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Plan the search statements once per connection. Left to choose, Postgres keeps re-planning them
         # for each query's values (their generic plan's estimated cost never wins), and planning the
         # ranking statement costs about 0.5 ms of Postgres CPU a query, a third of its whole cost at 1M
-        # products; the generic plan is as good for every query shape. (Behind a transaction pooler
+        # products; over the query set the generic plans cost a third less in all. (Behind a transaction pooler
         # statements are not prepared per connection, so there is nothing to keep.)
         server_settings["plan_cache_mode"] = "force_generic_plan"
     # Its own pool, as large as the bulkhead, with a server-side statement timeout on every query; on a
