@@ -24,20 +24,8 @@ def _settings() -> Settings:
 
 
 def _stack(settings: Settings) -> tuple[EmbeddedPostgres | None, EmbeddedRedis | None]:
-    database, redis_settings = settings.database, settings.redis
-    pg = (
-        None
-        if database.url
-        else EmbeddedPostgres(
-            settings.data_dir / "postgres", database.embedded_port, shared_buffers=database.embedded_shared_buffers
-        )
-    )
-    # Redis's fsync policy (TENK_INGEST_DURABILITY) goes into its config file, so that it survives restarts.
-    redis = (
-        None
-        if redis_settings.url
-        else EmbeddedRedis(settings.data_dir / "redis", redis_settings.embedded_port, settings.ingest.durability)
-    )
+    pg = None if settings.database.url else settings.embedded_postgres()
+    redis = None if settings.redis.url else settings.embedded_redis()
     return pg, redis
 
 

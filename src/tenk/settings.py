@@ -9,7 +9,7 @@ argument, the CLI) build a `Settings()`; everything else is handed the tree or a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Literal, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -20,6 +20,11 @@ from tenk.ingest.settings import IngestSettings
 from tenk.ops.settings import OpsSettings
 from tenk.search.settings import SearchSettings
 from tenk.upstream.settings import UpstreamSettings
+
+if TYPE_CHECKING:
+    # Imported when used: the stack's modules are the CLI's, not the API's.
+    from tenk.stack.postgres import EmbeddedPostgres
+    from tenk.stack.redis import EmbeddedRedis
 
 ServerName = Literal["granian", "uvicorn", "gunicorn"]
 
@@ -172,14 +177,26 @@ class Settings(BaseSettings):
         dev = dev_key_digest(self.data_dir)
         return [dev] if dev else []
 
+    def embedded_postgres(self) -> EmbeddedPostgres:
+        """The embedded server these settings name (whether or not TENK_DATABASE_URL points elsewhere)."""
+        from tenk.stack.postgres import EmbeddedPostgres
+
+        return EmbeddedPostgres(
+            self.data_dir / "postgres",
+            self.database.embedded_port,
+            shared_buffers=self.database.embedded_shared_buffers,
+        )
+
+    def embedded_redis(self) -> EmbeddedRedis:
+        """The embedded Redis these settings name; its fsync policy (TENK_INGEST_DURABILITY) goes into its config."""
+        from tenk.stack.redis import EmbeddedRedis
+
+        return EmbeddedRedis(self.data_dir / "redis", self.redis.embedded_port, self.ingest.durability)
+
     @property
     def resolved_database_url(self) -> str:
         """TENK_DATABASE_URL, or the embedded server's, with its generated password."""
-        if self.database.url:
-            return self.database.url
-        from tenk.stack.postgres import EmbeddedPostgres
-
-        return EmbeddedPostgres(self.data_dir / "postgres", self.database.embedded_port).url
+        return self.database.url or self.embedded_postgres().url
 
     @property
     def resolved_direct_database_url(self) -> str:
@@ -189,8 +206,4 @@ class Settings(BaseSettings):
     @property
     def resolved_redis_url(self) -> str:
         """TENK_REDIS_URL, or the embedded server's, with its generated password."""
-        if self.redis.url:
-            return self.redis.url
-        from tenk.stack.redis import EmbeddedRedis
-
-        return EmbeddedRedis(self.data_dir / "redis", self.redis.embedded_port, self.ingest.durability).url
+        return self.redis.url or self.embedded_redis().url

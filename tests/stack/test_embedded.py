@@ -29,10 +29,10 @@ def _tenk(
     return subprocess.run([str(VENV_BIN / "tenk"), *args], env=env, capture_output=True, text=True, timeout=120)
 
 
-async def _select_one(url: str) -> int:
+async def _value(url: str, sql: str) -> object:
     conn = await asyncpg.connect(url)
     try:
-        return int(await conn.fetchval("SELECT 1"))
+        return await conn.fetchval(sql)
     finally:
         await conn.close()
 
@@ -61,21 +61,13 @@ def test_up_is_idempotent_and_down_stops_both(stack_root: Path) -> None:
 
         # What the API and the worker resolve carries the generated credentials: nothing to configure.
         settings = Settings(data_dir=data_dir, database={"embedded_port": pg_port}, redis={"embedded_port": redis_port})
-        assert asyncio.run(_select_one(settings.resolved_database_url)) == 1
+        assert asyncio.run(_value(settings.resolved_database_url, "SELECT 1")) == 1
         with Redis.from_url(settings.resolved_redis_url) as redis:
             assert redis.ping()
     finally:
         _tenk(data_dir, pg_port, redis_port, "down")
     status = _tenk(data_dir, pg_port, redis_port, "status")
     assert status.stdout.count("stopped") == 2
-
-
-async def _show(url: str, setting: str) -> str:
-    conn = await asyncpg.connect(url)
-    try:
-        return str(await conn.fetchval(f"SHOW {setting}"))
-    finally:
-        await conn.close()
 
 
 def test_the_embedded_postgres_starts_with_the_shared_buffers_its_setting_names(stack_root: Path) -> None:
@@ -85,7 +77,7 @@ def test_the_embedded_postgres_starts_with_the_shared_buffers_its_setting_names(
         up = _tenk(stack_root, pg_port, redis_port, "up", "--products", "5", "--tasks", "1", **sized)
         assert up.returncode == 0, up.stderr
         settings = Settings(data_dir=stack_root, database={"embedded_port": pg_port})
-        assert asyncio.run(_show(settings.resolved_database_url, "shared_buffers")) == "48MB"
+        assert asyncio.run(_value(settings.resolved_database_url, "SHOW shared_buffers")) == "48MB"
     finally:
         _tenk(stack_root, pg_port, redis_port, "down")
 

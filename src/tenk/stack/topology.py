@@ -232,9 +232,7 @@ def cluster_stores(settings: Settings) -> list[Store]:
     stores: list[Store] = []
     if not settings.database.url:
         port = settings.database.embedded_port
-        primary = EmbeddedPostgres(
-            settings.data_dir / "postgres", port, shared_buffers=settings.database.embedded_shared_buffers
-        )
+        primary = settings.embedded_postgres()
         stores.append(EmbeddedStore("postgres", primary, "TENK_DATABASE_URL"))
         stores.append(ReplicaStore(LocalPgReplica(settings.data_dir / "postgres-replica", port + 2, primary)))
         stores.append(PgBouncerStore(primary, settings.data_dir / "pgbouncer", port + 1))

@@ -200,17 +200,9 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
     pids: dict[str, int] = {}
     servers: list[EmbeddedPostgres | EmbeddedRedis] = []
     if not settings.database.url:
-        servers.append(
-            EmbeddedPostgres(
-                settings.data_dir / "postgres",
-                settings.database.embedded_port,
-                shared_buffers=settings.database.embedded_shared_buffers,
-            )
-        )
+        servers.append(settings.embedded_postgres())
     if not settings.redis.url:
-        servers.append(
-            EmbeddedRedis(settings.data_dir / "redis", settings.redis.embedded_port, settings.ingest.durability)
-        )
+        servers.append(settings.embedded_redis())
     with stopped_on_failure(started):
         for server in servers:
             try:
