@@ -103,6 +103,9 @@ def run(
             ),
         )
     except KeyboardInterrupt:
+        from tenk.lab.measuring.processes import stop_leftover_children
+
+        stop_leftover_children()
         raise click.ClickException("interrupted: every process the lab started has been stopped") from None
     click.echo(f"results: {out}\n  {out / 'report.md'}\n  {out / 'report.html'}")
     click.echo((out / "report.md").read_text())
