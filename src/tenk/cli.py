@@ -97,7 +97,13 @@ def up(seed: bool, products: int, tasks: int, topology: str, apis: int, ingest_w
                 )
                 continue
             started = server.start()
-            click.echo(f"{name}: {'started' if started else 'already running'} on port {server.port}")
+            # `auto` sizes Postgres's memory to this machine: say what a start took.
+            sized = (
+                f", shared_buffers {server.shared_buffers_at_start}"
+                if started and isinstance(server, EmbeddedPostgres)
+                else ""
+            )
+            click.echo(f"{name}: {'started' if started else 'already running'} on port {server.port}{sized}")
     except (
         PortTakenError,
         UnreachableError,

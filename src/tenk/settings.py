@@ -39,11 +39,12 @@ class DatabaseSettings(BaseModel):
         description="Port of the embedded Postgres.",
     )
     embedded_shared_buffers: str = Field(
-        "256MB",
-        pattern=r"^[1-9][0-9]*(kB|MB|GB)$",
-        description="shared_buffers of the embedded Postgres, taken at start. Size it to the data that reads "
-        "touch: at 1M products search's postings and the products are about 1.6 GB, and 2GB served 8 % more "
-        "searches than the default.",
+        "auto",
+        pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB))$",
+        description="shared_buffers of the embedded Postgres, taken at start. `auto`: a quarter of the "
+        "machine's memory (or its cgroup's limit), within 128MB-16GB, as Postgres's docs advise for a "
+        "dedicated server. Search at 1M products reads about 1.6 GB: 256MB served 1,810 searches/s at "
+        "p99 57.5 ms where 2GB served 1,916 at p99 44.6.",
     )
     pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
     pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")

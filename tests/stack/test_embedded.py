@@ -12,6 +12,7 @@ from redis import Redis
 
 from tenk.settings import Settings
 from tenk.stack import EmbeddedRedis, PortTakenError, free_port
+from tenk.stack.memory import auto_shared_buffers, usable_memory_bytes
 from tenk.stack.redis import RedisServerMissingError, redis_server_path
 from tests.conftest import VENV_BIN
 
@@ -70,14 +71,23 @@ def test_up_is_idempotent_and_down_stops_both(stack_root: Path) -> None:
     assert status.stdout.count("stopped") == 2
 
 
-def test_the_embedded_postgres_starts_with_the_shared_buffers_its_setting_names(stack_root: Path) -> None:
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [("48MB", "48MB"), ("auto", auto_shared_buffers(usable_memory_bytes()))],
+    ids=["named", "auto"],
+)
+def test_the_embedded_postgres_starts_with_the_shared_buffers_its_setting_names(
+    stack_root: Path, setting: str, expected: str
+) -> None:
     pg_port, redis_port = free_port(), free_port()
-    sized = {"TENK_DATABASE_EMBEDDED_SHARED_BUFFERS": "48MB"}
+    sized = {"TENK_DATABASE_EMBEDDED_SHARED_BUFFERS": setting}
     try:
         up = _tenk(stack_root, pg_port, redis_port, "up", "--products", "5", "--tasks", "1", **sized)
         assert up.returncode == 0, up.stderr
+        assert f"shared_buffers {expected}" in up.stdout
         settings = Settings(data_dir=stack_root, database={"embedded_port": pg_port})
-        assert asyncio.run(_value(settings.resolved_database_url, "SHOW shared_buffers")) == "48MB"
+        shown = "SELECT pg_size_bytes(current_setting('shared_buffers'))"
+        assert asyncio.run(_value(settings.resolved_database_url, shown)) == int(expected.removesuffix("MB")) * 2**20
     finally:
         _tenk(stack_root, pg_port, redis_port, "down")
 

@@ -28,6 +28,7 @@ from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, ServerExitedError, port_is_open, wait_listening
 from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
+from tenk.stack.memory import shared_buffers_setting
 from tenk.stack.pg_roles import ensure_role_sql, hand_over_sql
 
 SERVER_SETTINGS = {
@@ -59,7 +60,7 @@ class EmbeddedPostgres:
     superuser: str = "postgres"
     database: str = "tenk"
     app_role: str = "tenk"
-    shared_buffers: str = "256MB"  # TENK_DATABASE_EMBEDDED_SHARED_BUFFERS
+    shared_buffers: str = "auto"  # TENK_DATABASE_EMBEDDED_SHARED_BUFFERS
 
     pgdata = InDataDir("pgdata")
     socket_dir = InDataDir("pgsock")
@@ -68,6 +69,11 @@ class EmbeddedPostgres:
     def __post_init__(self) -> None:
         # The server changes directory at start; every path we hand it must be absolute.
         self.data_dir = Path(self.data_dir).resolve()
+
+    @property
+    def shared_buffers_at_start(self) -> str:
+        """The shared_buffers a start passes to Postgres (`auto` resolved for this machine)."""
+        return shared_buffers_setting(self.shared_buffers)
 
     @property
     def superuser_password(self) -> str:
@@ -185,7 +191,7 @@ class EmbeddedPostgres:
             "-k",
             str(self.socket_dir),
         ]
-        for key, value in {**SERVER_SETTINGS, "shared_buffers": self.shared_buffers}.items():
+        for key, value in {**SERVER_SETTINGS, "shared_buffers": self.shared_buffers_at_start}.items():
             argv += ["-c", f"{key}={value}"]
         run_as = run_as_server_user()
         self.log_path.touch(mode=0o600)
