@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_ONE_WORD
+from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_ONE_WORD, candidates_for
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
@@ -132,7 +132,7 @@ async def service_and_pool(stack: Stack) -> object:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=_queries, limit=st.integers(1, 20))
+@given(query=_queries, limit=st.integers(1, 50))
 async def test_candidate_ranking_returns_as_many_hits_as_full_ranking_and_the_same_when_short(
     service_and_pool: tuple[SearchService, asyncpg.Pool], query: str, limit: int
 ) -> None:
@@ -154,7 +154,7 @@ _one_words = st.tuples(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(word=_one_words, limit=st.integers(1, 20))
+@given(word=_one_words, limit=st.integers(1, 50))
 async def test_a_one_word_query_gets_exactly_the_full_ranking_through_the_one_word_statement(
     service_and_pool: tuple[SearchService, asyncpg.Pool], word: str, limit: int
 ) -> None:
@@ -163,3 +163,8 @@ async def test_a_one_word_query_gets_exactly_the_full_ranking_through_the_one_wo
     ours = orjson.loads(await pool.fetchval(RANK_ONE_WORD, word, limit))
     assert ours == orjson.loads(await pool.fetchval(RANK_ALL_MATCHES, word, limit))
     assert orjson.loads(await service.search(word, limit))["items"] == ours
+
+
+def test_a_page_over_ten_results_reads_candidates_in_proportion_and_a_smaller_one_the_setting() -> None:
+    # A page of 50 reading a page of ten's candidates fell back to ranking every match for most queries.
+    assert [candidates_for(limit, 20) for limit in (1, 10, 11, 20, 50)] == [20, 20, 22, 40, 100]

@@ -26,7 +26,7 @@ from tenk.errors import UnavailableError
 from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
 from tenk.search.admission import Doorkeeper
 from tenk.search.pages import ResultPages
-from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD
+from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
 from tenk.search.settings import SearchSettings
 
 logger = logging.getLogger("tenk.search.service")
@@ -141,7 +141,8 @@ class SearchService:
         if ONE_WORD.fullmatch(query):
             one_word: str = await conn.fetchval(RANK_ONE_WORD, query, limit)
             return one_word
-        ranked_all, items = await conn.fetchrow(RANK_CANDIDATES, query, limit, self.settings.candidates)
+        candidates = candidates_for(limit, self.settings.candidates)
+        ranked_all, items = await conn.fetchrow(RANK_CANDIDATES, query, limit, candidates)
         self.full_rankings += ranked_all
         return str(items)
 

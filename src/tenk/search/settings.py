@@ -22,8 +22,8 @@ class SearchSettings(BaseModel):
         20,
         ge=10,
         le=10_000,
-        description="Postings read per query word before ranking (six times as many per word pair); more is "
-        "slower and closer to ranking every match.",
+        description="Postings read per query word before ranking, for a page of up to 10 results (in proportion "
+        "for larger pages; six times as many per word pair); more is slower and closer to ranking every match.",
     )
     full_ranking: bool = Field(
         False,
