@@ -13,8 +13,8 @@ CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/
 MIB = 1024 * 1024
 # Postgres's docs' starting point for a dedicated server: a quarter of the memory.
 SHARED_BUFFERS_SHARE = 4
-# Below this Postgres's own default (128MB) would do better; above it, the buffer descriptors Postgres
-# builds at every start grow (measured here: ~22 MB and ~25 ms a GB) for data a development stack
+# Never under Postgres's own default (128MB); never over 16GB, where the buffer descriptors Postgres
+# builds at every start (measured here: ~22 MB and ~25 ms a GB) buy room for data a development stack
 # rarely has.
 SHARED_BUFFERS_MIN_MB = 128
 SHARED_BUFFERS_MAX_MB = 16 * 1024

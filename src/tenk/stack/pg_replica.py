@@ -34,7 +34,12 @@ class LocalPgReplica:
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
         self.server = EmbeddedPostgres(
-            self.data_dir, self.port, self.primary.superuser, self.primary.database, self.primary.app_role
+            self.data_dir,
+            self.port,
+            self.primary.superuser,
+            self.primary.database,
+            self.primary.app_role,
+            shared_buffers=self.primary.shared_buffers,  # TENK_DATABASE_EMBEDDED_SHARED_BUFFERS sizes both
         )
 
     @property
