@@ -3,19 +3,23 @@ and ranking the candidates they give answers like ranking every match whenever t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import cast
+
 import asyncpg
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_ONE_WORD, candidates_for
+from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
 from tenk.stack.seed import VOCABULARY, products, seed
 from tests.conftest import Stack, fresh_database
 
+CANDIDATES = 10
 STALE_POSTINGS = """
 SELECT count(*) FROM (
     (SELECT lexeme, score, product_id FROM search_postings
@@ -127,7 +131,7 @@ _queries = st.one_of(
 async def service_and_pool(stack: Stack) -> object:
     pool = await asyncpg.create_pool(stack.pg.url, min_size=1, max_size=2)
     # Few candidates per word, so that the small test catalogue exercises the bounded path and its fallback.
-    yield SearchService(pool, SearchSettings(cache=False, candidates=10)), pool
+    yield SearchService(pool, SearchSettings(cache=False, candidates=CANDIDATES)), pool
     await pool.close()
 
 
@@ -168,3 +172,24 @@ async def test_a_one_word_query_gets_exactly_the_full_ranking_through_the_one_wo
 def test_a_page_over_ten_results_reads_candidates_in_proportion_and_a_smaller_one_the_setting() -> None:
     # A page of 50 reading a page of ten's candidates fell back to ranking every match for most queries.
     assert [candidates_for(limit, 20) for limit in (1, 10, 11, 20, 50)] == [20, 20, 22, 40, 100]
+
+
+def _plan_nodes(node: dict[str, object]) -> Iterator[dict[str, object]]:
+    yield node
+    for child in cast(list[dict[str, object]], node.get("Plans", [])):
+        yield from _plan_nodes(child)
+
+
+async def test_a_long_query_reads_candidates_for_its_words_and_none_for_their_pairs(stack: Stack) -> None:
+    # Pairs grow with the square of the words: an `or` of 20 words read 190 pairs' candidates.
+    words = VOCABULARY[:12]
+    conn = await asyncpg.connect(stack.pg.url)
+    try:
+        explained = await conn.fetchval(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + RANK_CANDIDATES, " or ".join(words), 10, CANDIDATES
+        )
+    finally:
+        await conn.close()
+    nodes = _plan_nodes(orjson.loads(explained)[0]["Plan"])
+    postings = next(node for node in nodes if node.get("Subplan Name") == "CTE postings")
+    assert cast(float, postings["Actual Rows"]) <= len(words) * CANDIDATES
