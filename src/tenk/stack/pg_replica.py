@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tenk.stack._private import make_private, run_as_server_user, server_user, write_secret
@@ -33,14 +33,8 @@ class LocalPgReplica:
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
-        self.server = EmbeddedPostgres(
-            self.data_dir,
-            self.port,
-            self.primary.superuser,
-            self.primary.database,
-            self.primary.app_role,
-            shared_buffers=self.primary.shared_buffers,  # TENK_DATABASE_EMBEDDED_SHARED_BUFFERS sizes both
-        )
+        # The primary's server in our directory and port: its roles, database and sizing carry over.
+        self.server = replace(self.primary, data_dir=self.data_dir, port=self.port)
 
     @property
     def url(self) -> str:

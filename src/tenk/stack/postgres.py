@@ -20,6 +20,7 @@ import subprocess
 import time
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import psutil
@@ -70,9 +71,9 @@ class EmbeddedPostgres:
         # The server changes directory at start; every path we hand it must be absolute.
         self.data_dir = Path(self.data_dir).resolve()
 
-    @property
+    @cached_property
     def shared_buffers_at_start(self) -> str:
-        """The shared_buffers a start passes to Postgres (`auto` resolved for this machine)."""
+        """The shared_buffers a start passes to Postgres (`auto` resolved for this machine, read once)."""
         return shared_buffers_setting(self.shared_buffers)
 
     @property
