@@ -36,8 +36,6 @@ SELECT kind || ' ' || name FROM (
     WHERE n.nspname = 'public'
     UNION ALL
     SELECT 'schema', nspname, nspowner FROM pg_namespace WHERE nspname = 'public'
-    UNION ALL
-    SELECT 'database', datname, datdba FROM pg_database WHERE datname = current_database()
 ) AS owned
 WHERE owner <> (SELECT oid FROM pg_roles WHERE rolname = $1)
 ORDER BY 1
@@ -85,10 +83,17 @@ async def test_the_app_role_cannot_do_what_only_a_superuser_may(app_conn: asyncp
         await app_conn.execute(statement)
 
 
-async def test_the_app_role_owns_the_app_database_and_all_in_it_and_can_write(
+async def test_the_app_role_owns_all_in_the_app_database_and_can_write(
     stack: Stack, app_conn: asyncpg.Connection
 ) -> None:
     assert await app_conn.fetch(_NOT_OWNED_BY_THE_APP, stack.pg.app_role) == []
+    # The database itself is the superuser's: its settings are read by the superuser's sessions too.
+    database = await app_conn.fetchrow(
+        "SELECT pg_get_userbyid(datdba) AS owner, has_database_privilege(current_user, datname, 'CREATE')"
+        " AS may_create FROM pg_database WHERE datname = current_database()"
+    )
+    assert database is not None
+    assert dict(database) == {"owner": stack.pg.superuser, "may_create": True}
     sku = f"role-{uuid.uuid4().hex[:12]}"
     async with app_conn.transaction():
         # The triggers (invalidation outbox, search postings) run with it too.
@@ -126,6 +131,7 @@ async def _make_it_as_before_the_app_role(pg: EmbeddedPostgres) -> None:
     try:
         await admin.execute(f'ALTER DATABASE "{pg.database}" OWNER TO "{pg.superuser}"')
         await admin.execute("ALTER SCHEMA public OWNER TO pg_database_owner")
+        await admin.execute(f'REVOKE ALL ON DATABASE "{pg.database}" FROM "{pg.app_role}"')
         await admin.execute(f'DROP ROLE "{pg.app_role}"')
         await migrate(pg.superuser_url)
         await admin.execute("SELECT tenk_event_partition('2020-01-01')")
@@ -205,4 +211,68 @@ async def test_a_replica_from_before_the_app_role_serves_the_app_role_after_its_
             await conn.close()
     finally:
         replica.stop()
+        pg.stop()
+
+
+# Each shadows a catalog function the superuser's start-up SQL calls; run as the superuser, it would
+# make the app role a superuser. It also leaves a mark, so that a run is seen even if the ALTER fails.
+_SHADOWS = """
+CREATE TABLE public.hijacks (name text);
+CREATE FUNCTION public.pg_is_in_recovery() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacks VALUES ('pg_is_in_recovery');
+    EXECUTE 'ALTER ROLE {role} SUPERUSER';
+    RETURN false;
+END $$;
+CREATE FUNCTION public.current_database() RETURNS name LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacks VALUES ('current_database');
+    EXECUTE 'ALTER ROLE {role} SUPERUSER';
+    RETURN '{database}';
+END $$;
+CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacks VALUES ('format');
+    EXECUTE 'ALTER ROLE {role} SUPERUSER';
+    RETURN pg_catalog.format($1, $2);
+END $$;
+CREATE FUNCTION public.format(text, text, text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.hijacks VALUES ('format');
+    EXECUTE 'ALTER ROLE {role} SUPERUSER';
+    RETURN pg_catalog.format($1, $2, $3);
+END $$;
+ALTER DATABASE {database} SET search_path = public, pg_catalog;
+"""
+
+
+async def test_functions_the_app_role_plants_on_the_search_path_never_run_as_the_superuser(stack_root: Path) -> None:
+    pg = EmbeddedPostgres(stack_root / "postgres", free_port())
+    try:
+        pg.start()
+        admin = await asyncpg.connect(pg.superuser_url)
+        try:
+            # As an older tenk left it: the app role owned the database, so it could set its search_path.
+            await admin.execute(f'ALTER DATABASE "{pg.database}" OWNER TO "{pg.app_role}"')
+        finally:
+            await admin.close()
+        conn = await asyncpg.connect(pg.url)
+        try:
+            await conn.execute(_SHADOWS.format(role=pg.app_role, database=pg.database))
+        finally:
+            await conn.close()
+
+        assert pg.start() is False, "the running server is reused, and the superuser's start-up SQL runs"
+
+        conn = await asyncpg.connect(pg.url)
+        try:
+            assert await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user") is False
+            assert await conn.fetch("SELECT name FROM public.hijacks") == []
+            # The planted setting is gone, and the app role can no longer plant one.
+            assert await conn.fetchval("SHOW search_path") == '"$user", public'
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(f'ALTER DATABASE "{pg.database}" SET search_path = public, pg_catalog')
+        finally:
+            await conn.close()
+    finally:
         pg.stop()

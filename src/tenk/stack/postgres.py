@@ -30,7 +30,7 @@ from tenk.stack._ports import PortTakenError, ServerExitedError, port_is_open, w
 from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
 from tenk.stack.memory import shared_buffers_setting
-from tenk.stack.pg_roles import ensure_role_sql, hand_over_sql
+from tenk.stack.pg_roles import SAFE_PGOPTIONS, ensure_role_sql, hand_over_sql
 
 SERVER_SETTINGS = {
     "max_connections": "300",
@@ -229,9 +229,11 @@ class EmbeddedPostgres:
 
     def _psql(self, sql: str, database: str = "postgres") -> str:
         """Run `sql` as the superuser. On stdin, not the command line: every local user can read that."""
-        argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser]
+        argv = [str(_bin_dir() / "psql"), "-X", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser]
         argv += ["-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-f", "-"]
+        # The app role owns what is in the database: no name it could shadow may resolve outside pg_catalog.
         env = {**os.environ, "PGPASSWORD": self.superuser_password, "PGCONNECT_TIMEOUT": "10"}
+        env["PGOPTIONS"] = SAFE_PGOPTIONS
         done = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"psql as {self.superuser} on {database} failed: {done.stderr.strip()}")
@@ -266,9 +268,10 @@ class EmbeddedPostgres:
         """The application role exists with its password and owns the database and all in it: on every
         start, so that data directories from before the role get it too (see `tenk.stack.pg_roles`)."""
         self._psql(ensure_role_sql(self.app_role, self.app_password))
-        exists = self._psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'")
+        exists = self._psql(f"SELECT 1 FROM pg_catalog.pg_database WHERE datname = '{self.database}'")
         if exists.strip() != "1":
-            self._psql(f'CREATE DATABASE "{self.database}" OWNER "{self.app_role}"')
+            # The superuser's, so that the app role cannot set what the superuser's sessions there read.
+            self._psql(f'CREATE DATABASE "{self.database}"')
         self._psql(hand_over_sql(self.app_role), database=self.database)
 
     def stop(self, fast: bool = True) -> None:
