@@ -39,6 +39,22 @@ def writer_stream_id(shard: int, stream_id: bytes) -> bytes:
 # are acknowledged when the writers' group is the only one (see XACK_COUNTED), otherwise trimmed by
 # the workers (XTRIM MINID). Never capped by length: a cap would drop events nobody has written yet.
 STREAM = stream_key(0)
+# The highest TENK_INGEST_SHARDS any API or worker has used on this Redis, as a decimal string. An API
+# records its count before it adds its first entry, and workers read (and trim, count and reconcile)
+# every shard up to it, whatever they are configured with: an event accepted into shard 3 is written
+# even after every process restarts with one shard. It never decreases; a shard left empty costs a
+# worker one blocked read. No hash tag: it shares no script with any other key.
+SHARDS_SEEN = "tenk:ingest:shards"
+# KEYS[1] SHARDS_SEEN, ARGV[1] the caller's shard count: records the larger, returns what is recorded now.
+RECORD_SHARDS = """
+local seen = tonumber(redis.call('GET', KEYS[1]) or '0')
+local count = tonumber(ARGV[1])
+if count > seen then
+  redis.call('SET', KEYS[1], count)
+  return count
+end
+return seen
+"""
 # The consumer group of the Postgres writers. Created (from id 0) by the API and by each worker; lives
 # as long as the stream.
 GROUP = "tenk-writers"

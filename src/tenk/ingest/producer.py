@@ -10,6 +10,9 @@ once (on a cluster, to each shard's own master); each shard refuses or adds its 
 whose entries span shards fails if any of its parts failed, even though other parts may be in: a
 503 never promises that nothing was added (see `accept.py`).
 
+Before its first call it records its shard count in Redis (`keys.SHARDS_SEEN`): workers read every
+shard any API has added to, so lowering TENK_INGEST_SHARDS strands nothing.
+
 With `replicated` durability each call is followed by `WAIT 1 <replica_wait_ms>` on the same
 connection; a call no replica acknowledged in time fails its requests with NotReplicated (503).
 
@@ -32,6 +35,7 @@ from redis.asyncio import Redis
 from tenk.background import cancel_and_wait, raise_if_cancelled
 from tenk.connections import on_one_connection
 from tenk.ingest import keys
+from tenk.ingest.stream import shards_in_use
 
 logger = logging.getLogger("tenk.ingest.producer")
 
@@ -66,6 +70,8 @@ class StreamProducer:
         self._source = keys.XADD_MANY_TRACED if traced else keys.XADD_MANY
         self._script = redis.register_script(self._source)
         self._shards = shards
+        # Recorded before the first entry goes in, so that workers read every shard that holds any.
+        self._shards_recorded = False
         # Each shard holds at most its share of the caps, so the total caps hold too.
         self._caps: list[bytes | int] = [max_backlog_bytes // shards, max(1, max_backlog // shards)]
         self._replica_wait_ms = replica_wait_ms
@@ -125,15 +131,7 @@ class StreamProducer:
                             args += (context or b"", len(entries))
                         args.extend(entries)
                 try:
-                    outcomes = dict(
-                        zip(
-                            calls,
-                            await asyncio.gather(
-                                *(self._append(shard, args) for shard, args in calls.items()), return_exceptions=True
-                            ),
-                            strict=True,
-                        )
-                    )
+                    outcomes = await self._append_all(calls)
                 except asyncio.CancelledError:
                     for _, _, waiter in batch:
                         if not waiter.done():
@@ -142,6 +140,19 @@ class StreamProducer:
                 for by_shard, _, waiter in batch:
                     if not waiter.done():
                         _settle(waiter, [outcomes[shard] for shard in by_shard])
+
+    async def _append_all(self, calls: dict[int, list[bytes | int]]) -> dict[int, Any]:
+        """Each shard's call, at once; the outcome of each (its reply, or the exception it raised)."""
+        if not self._shards_recorded:
+            try:
+                await shards_in_use(self._redis, self._shards)
+            except Exception as exc:
+                return dict.fromkeys(calls, exc)
+            self._shards_recorded = True
+        replies = await asyncio.gather(
+            *(self._append(shard, args) for shard, args in calls.items()), return_exceptions=True
+        )
+        return dict(zip(calls, replies, strict=True))
 
     async def _append(self, shard: int, args: list[bytes | int]) -> Any:
         stream, stats = keys.stream_key(shard), keys.stats_key(shard)

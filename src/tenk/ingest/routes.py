@@ -157,7 +157,7 @@ async def ingest_stats(service: IngestDep) -> Response:
     try:
         backlog = await service.refresh_backlog()
         totals: dict[bytes, bytes] = await service.redis.hgetall(keys.STATS)  # type: ignore[assignment]
-        per_shard = await summed_counters(service.redis, service.settings.shards, ["vanished", "reconciled"])
+        per_shard = await summed_counters(service.redis, service.shards_seen, ["vanished", "reconciled"])
     except REDIS_DOWN:
         return _redis_down()
     dead_letters = await service.pg.fetchval(queries.DEAD_LETTER_COUNT)

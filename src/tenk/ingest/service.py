@@ -17,7 +17,7 @@ from tenk.ingest import keys
 from tenk.ingest.durability import DurabilityGuard
 from tenk.ingest.producer import StreamProducer
 from tenk.ingest.settings import IngestSettings
-from tenk.ingest.stream import Backlog, ensure_group, read_backlogs
+from tenk.ingest.stream import Backlog, ensure_group, read_backlogs, shards_in_use
 from tenk.ops.metrics import live_gauges
 from tenk.ops.tracing import tracing_on
 from tenk.settings import Settings
@@ -42,22 +42,26 @@ class IngestService:
         # All shards together; `shard_backlogs` has each one.
         self.backlog: Backlog | None = None
         self.shard_backlogs: list[Backlog] = []
+        # Every shard that may hold entries: more than ours after TENK_INGEST_SHARDS was lowered.
+        self.shards_seen = settings.shards
         # Read on every POST; refreshed in the background so that a POST costs no extra round trip.
         # Backpressure holds in total and per shard: one hot source cannot fill its shard's share.
         self.over_capacity = False
         self.full_shards: frozenset[int] = frozenset()
 
     async def refresh_backlog(self) -> Backlog:
-        shards = await read_backlogs(self.redis, self.settings.shards)
+        self.shards_seen = await shards_in_use(self.redis, self.settings.shards)
+        shards = await read_backlogs(self.redis, self.shards_seen)
         backlog = Backlog.summed(shards)
         self.backlog, self.shard_backlogs = backlog, shards
         self.over_capacity = (
             backlog.total > self.settings.max_backlog or backlog.bytes > self.settings.max_backlog_bytes
         )
-        count = len(shards)
+        # A share per shard this API adds to; the others only drain.
+        count = self.settings.shards
         self.full_shards = frozenset(
             shard
-            for shard, one in enumerate(shards)
+            for shard, one in enumerate(shards[:count])
             if count > 1
             and (one.total > self.settings.max_backlog / count or one.bytes > self.settings.max_backlog_bytes / count)
         )

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from tenk.connections import reply_text
-from tenk.ingest.keys import GROUP, RECONCILE, stats_key, stream_key
+from tenk.ingest.keys import GROUP, RECONCILE, RECORD_SHARDS, SHARDS_SEEN, stats_key, stream_key
 
 logger = logging.getLogger("tenk.ingest.stream")
 
@@ -23,6 +23,12 @@ async def ensure_group(redis: Redis, shard: int = 0) -> None:
     except ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise
+
+
+async def shards_in_use(redis: Redis, configured: int) -> int:
+    """Record `configured` as a shard count in use, and return the highest any process has recorded:
+    the shards that may hold entries (see `keys.SHARDS_SEEN`)."""
+    return int(await redis.eval(RECORD_SHARDS, 1, SHARDS_SEEN, configured))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,9 @@ a conflict: dead-lettered with reason `conflict` and counted; the same event aga
 
 With TENK_INGEST_SHARDS > 1 every worker reads every shard (a reader per shard), so the shards spread
 over all workers and a dead worker's shards are still read by the others; upkeep trims, claims and
-reconciles shard by shard, and each shard's entries are acknowledged on their own stream. Postgres
+reconciles shard by shard, and each shard's entries are acknowledged on their own stream. "Every shard"
+is every shard any process has used (`keys.SHARDS_SEEN`), not this worker's setting: after the setting
+is lowered the higher shards are still drained, and upkeep starts readers for shards an API adds later. Postgres
 knows an entry of shard n > 0 by `n/<stream id>` (`keys.writer_stream_id`): stream ids repeat across
 shards.
 
@@ -58,7 +60,14 @@ from tenk.connections import (
     reply_text,
 )
 from tenk.ingest import codec, keys, metrics, partitions
-from tenk.ingest.stream import Backlog, ensure_group, read_backlogs, reconcile_backlog, trim_acknowledged
+from tenk.ingest.stream import (
+    Backlog,
+    ensure_group,
+    read_backlogs,
+    reconcile_backlog,
+    shards_in_use,
+    trim_acknowledged,
+)
 from tenk.ingest.writer import CONFLICT, DeadLetter, GiveUp, PostgresWriter, SchemaMissing
 from tenk.ops.tracing import tracing_on
 from tenk.resilience.backoff import Backoff
@@ -128,12 +137,12 @@ class Worker:
             self._idle_writers.put_nowait(writer)
         self._flushes: set[asyncio.Task[None]] = set()
         self.buffer: list[Held] = []
-        self.shards = range(ingest.shards)
-        self.streams = [keys.stream_key(shard) for shard in self.shards]
-        self.stats = [keys.stats_key(shard) for shard in self.shards]
-        # Per shard, ids in the buffer or being flushed: touched so that no one claims them, skipped if
-        # claimed twice.
-        self.held: list[set[bytes]] = [set() for _ in self.shards]
+        # Per shard read (see `_add_shards`): its stream, its stats hash, and the ids in the buffer or being
+        # flushed, touched so that no one claims them, skipped if claimed twice.
+        self.streams: list[str] = []
+        self.stats: list[str] = []
+        self.held: list[set[bytes]] = []
+        self._more_shards = asyncio.Event()
         self._capacity = (ingest.connections + 1) * ingest.batch
         self._has_work = asyncio.Event()
         self._has_room = asyncio.Event()
@@ -164,6 +173,7 @@ class Worker:
         logger.info("stopping: %d entries in hand", len(self.buffer))
         self._reading = False
         self._has_room.set()
+        self._more_shards.set()
         # A read in flight may still bring entries to flush; one that is merely blocked is cancelled
         # (whatever Redis delivered to it stays pending for this name, to be replayed or claimed).
         with suppress(TimeoutError):
@@ -184,12 +194,24 @@ class Worker:
         await self.redis.aclose()
         await cancel_and_wait(stopper)
 
+    @property
+    def shards(self) -> range:
+        return range(len(self.streams))
+
     async def _join(self) -> None:
         await connect_redis(self.redis)
-        for shard in self.shards:
+        await self._add_shards(await shards_in_use(self.redis, self.ingest.shards))
+
+    async def _add_shards(self, count: int) -> None:
+        """Read shards up to `count` too; readers for the new ones start at once (`_read_all_shards`)."""
+        for shard in range(len(self.streams), count):
             await ensure_group(self.redis, shard)
             # Listed from the start (a blocked XREADGROUP does not create it on Redis 6).
-            await self.redis.xgroup_createconsumer(self.streams[shard], keys.GROUP, self.name)
+            await self.redis.xgroup_createconsumer(keys.stream_key(shard), keys.GROUP, self.name)
+            self.streams.append(keys.stream_key(shard))
+            self.stats.append(keys.stats_key(shard))
+            self.held.append(set())
+            self._more_shards.set()
 
     async def _until_redis(self, op: Any, stop: asyncio.Event) -> None:
         backoff = _backoff()
@@ -252,7 +274,14 @@ class Worker:
         return 0
 
     async def _read_all_shards(self) -> None:
-        await asyncio.gather(*(self._read_forever(shard) for shard in self.shards))
+        async with asyncio.TaskGroup() as readers:
+            started = 0
+            while self._reading:
+                for shard in range(started, len(self.streams)):
+                    readers.create_task(self._read_forever(shard), name=f"reader-{shard}")
+                started = len(self.streams)
+                self._more_shards.clear()
+                await self._more_shards.wait()
 
     async def _read_forever(self, shard: int) -> None:
         stream = self.streams[shard]
@@ -458,7 +487,8 @@ class Worker:
         next_claim = next_reconcile = time.monotonic()
         while True:
             try:
-                backlog = Backlog.summed(await read_backlogs(self.redis, self.ingest.shards))
+                await self._add_shards(await shards_in_use(self.redis, self.ingest.shards))
+                backlog = Backlog.summed(await read_backlogs(self.redis, len(self.streams)))
                 metrics.BACKLOG_LAG.set(backlog.lag)
                 metrics.BACKLOG_PENDING.set(backlog.pending)
                 metrics.BACKLOG_BYTES.set(backlog.bytes)
