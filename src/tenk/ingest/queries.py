@@ -23,8 +23,12 @@ STAGING_COLUMNS = ["stream_id", "event_id", "source", "ts", "accepted_us", "payl
 # one repeated id must not sink the rest of the batch. A skipped row that differs from the stored one
 # is a conflict (an id reused for another event), which CONFLICTS_IN_STAGING finds afterwards.
 # The table is partitioned by ts (migration 0006), so its unique key is (event_id, ts): ON CONFLICT
-# skips the same event again; NOT EXISTS skips an id already stored under another ts, and DISTINCT ON
-# keeps the first (in stream order) of one id repeated within the batch.
+# skips the same event again; the LATERAL probe skips an id already stored under another ts, and
+# DISTINCT ON keeps the first (in stream order) of one id repeated within the batch.
+# The probe is a LATERAL with LIMIT 1, not NOT EXISTS: the planner turned NOT EXISTS into a hash anti
+# join that read every row of `events` into a hash on every flush, so a flush cost grew with the table
+# (at 400k rows, 45 us of Postgres CPU a row against 9 for the insert alone; one worker went from 94k to
+# 18k rows/s). A LATERAL with LIMIT cannot be hashed: it is one index probe a partition, whatever the size.
 # Limit: two *different* events with one id and different ts, flushed at the same instant on two
 # connections, can both be stored (neither sees the other's uncommitted row); the same event never is.
 INSERT_FROM_STAGING = """
@@ -32,7 +36,8 @@ INSERT INTO events (event_id, source, ts, payload, accepted_at)
 SELECT DISTINCT ON (event_id)
        event_id, source, ts, payload, 'epoch'::timestamptz + accepted_us * interval '1 microsecond'
 FROM ingest_staging s
-WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = s.event_id)
+LEFT JOIN LATERAL (SELECT true AS stored FROM events e WHERE e.event_id = s.event_id LIMIT 1) AS found ON true
+WHERE found.stored IS NULL
 ORDER BY event_id, length(stream_id), stream_id
 ON CONFLICT (event_id, ts) DO NOTHING
 """
