@@ -89,4 +89,13 @@ ORDER BY ts, event_id
 LIMIT $4
 """
 
-DEAD_LETTER_COUNT = "SELECT count(*) FROM ingest_dead_letters"
+# Kept by triggers (migration 0008): reading it costs one row, however many dead letters there are.
+DEAD_LETTER_COUNT = "SELECT kept FROM ingest_dead_letter_count"
+
+# In batches, so that a long backlog of expired letters never holds locks or bloats one transaction.
+EXPIRE_DEAD_LETTERS = """
+DELETE FROM ingest_dead_letters
+WHERE stream_id IN (
+    SELECT stream_id FROM ingest_dead_letters WHERE dead_at < now() - $1::int * interval '1 day' LIMIT $2
+)
+"""

@@ -88,6 +88,11 @@ class IngestSettings(BaseModel):
         description="Workers drop the day partitions of `events` wholly older than this many days (hourly); "
         "0: keep every event.",
     )
+    dead_letter_retention_days: int = Field(
+        30,
+        ge=0,
+        description="Workers delete dead letters older than this many days (hourly); 0: keep every one.",
+    )
     metrics_port: int = Field(0, ge=0, le=65535, description="`tenk worker` serves /metrics here; 0: off.")
     metrics_host: str = Field(
         "127.0.0.1", description="Address the worker's /metrics binds to; 0.0.0.0 in a container, to be scraped."

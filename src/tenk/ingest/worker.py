@@ -9,7 +9,7 @@ Three tasks share a buffer of entries read but not yet written:
   INSERT..SELECT ON CONFLICT DO NOTHING, COMMIT, and only then XACK. A crash anywhere before the XACK
   leaves the entries pending, to be written again; the ON CONFLICT makes that second write a no-op;
 - housekeeping makes the `events` day partitions ahead of time and drops those past retention
-  (`tenk.ingest.partitions`);
+  (`tenk.ingest.partitions`), and deletes expired dead letters (`tenk.ingest.dead_letters`);
 - upkeep trims what every group has acknowledged, keeps this consumer's entries from looking idle,
   claims entries that dead consumers left idle, and resets the backlog counters from the stream
   itself (`keys.RECONCILE`), so that a drift can never block ingestion for good.
@@ -59,7 +59,7 @@ from tenk.connections import (
     redis_from_url,
     reply_text,
 )
-from tenk.ingest import codec, keys, metrics, partitions
+from tenk.ingest import codec, dead_letters, keys, metrics, partitions
 from tenk.ingest.stream import (
     Backlog,
     ensure_group,
@@ -517,6 +517,7 @@ class Worker:
                 conn = await asyncpg.connect(self._dsn, timeout=5, command_timeout=60, **self._connect_kwargs)
                 try:
                     await partitions.maintain(conn, self.ingest.retention_days)
+                    await dead_letters.expire(conn, self.ingest.dead_letter_retention_days)
                 finally:
                     await conn.close()
             except POSTGRES_ERRORS as exc:
