@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-# At the start of every COPY flush, inside its transaction: ON COMMIT DROP makes the table part of that
-# transaction alone, so no state outlives it on the server connection, which a transaction-mode pooler
-# (PgBouncer) may hand to another client next; a rolled-back flush leaves nothing behind either.
-# `stream_id` names the entry a row came from, so that a conflict can be dead-lettered as the entry it was.
-CREATE_STAGING = """
-CREATE TEMP TABLE ingest_staging (
+# The staging table the COPY fills. `stream_id` names the entry a row came from, so that a conflict can
+# be dead-lettered as the entry it was.
+_STAGING_COLUMNS_SQL = """(
     stream_id   text,
     event_id    uuid,
     source      text,
     ts          timestamptz,
     accepted_us bigint,
     payload     jsonb
-) ON COMMIT DROP
-"""
+)"""
+# Once per connection, straight to Postgres: ON COMMIT DELETE ROWS empties it at every commit, and a
+# rolled-back flush leaves nothing in it either. Making it per flush cost about 2 us of Postgres CPU a
+# row in batches of 1,000 (catalog rows written and removed each time).
+CREATE_SESSION_STAGING = f"CREATE TEMP TABLE IF NOT EXISTS ingest_staging {_STAGING_COLUMNS_SQL} ON COMMIT DELETE ROWS"
+# Through a transaction-mode pooler (PgBouncer), at the start of every flush, inside its transaction:
+# ON COMMIT DROP makes the table that transaction's alone, so no state outlives it on the server
+# connection, which the pooler may hand to another client next.
+CREATE_STAGING = f"CREATE TEMP TABLE ingest_staging {_STAGING_COLUMNS_SQL} ON COMMIT DROP"
 STAGING_TABLE = "ingest_staging"
 STAGING_COLUMNS = ["stream_id", "event_id", "source", "ts", "accepted_us", "payload"]
 

@@ -129,8 +129,10 @@ class Worker:
         # batch is already being copied on another, so commit latency does not cap throughput.
         self._dsn = settings.resolved_database_url
         self._connect_kwargs = pooler_connect_kwargs(settings)
+        through_pooler = settings.database.pooler == "transaction"
         self.writers = [
-            PostgresWriter(self._dsn, ingest.write_mode, name, self._connect_kwargs) for _ in range(ingest.connections)
+            PostgresWriter(self._dsn, ingest.write_mode, name, self._connect_kwargs, through_pooler=through_pooler)
+            for _ in range(ingest.connections)
         ]
         self._idle_writers: asyncio.Queue[PostgresWriter] = asyncio.Queue()
         for writer in self.writers:

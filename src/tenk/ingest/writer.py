@@ -74,12 +74,16 @@ class PostgresWriter:
         consumer: str,
         connect_kwargs: dict[str, Any] | None = None,
         schema_wait_s: float = SCHEMA_WAIT_S,
+        through_pooler: bool = False,
     ) -> None:
         self.dsn = dsn
         self.mode = mode
         self.consumer = consumer
         # `tenk.connections.pooler_connect_kwargs`: what a transaction-mode pooler needs.
         self.connect_kwargs = connect_kwargs or {}
+        # Through a transaction-mode pooler no session state may outlive a transaction: the staging
+        # table is made in each flush instead of once per connection (see `queries.CREATE_STAGING`).
+        self.through_pooler = through_pooler
         self.schema_wait_s = schema_wait_s
         self.give_up_at: float | None = None
         self._conn: asyncpg.Connection | None = None
@@ -93,6 +97,8 @@ class PostgresWriter:
                 server_settings={"application_name": f"tenk-worker:{self.consumer}", "timezone": "UTC"},
                 **self.connect_kwargs,
             )
+            if self.mode == "copy" and not self.through_pooler:
+                await conn.execute(queries.CREATE_SESSION_STAGING)
             self._conn = conn
         return self._conn
 
@@ -142,7 +148,8 @@ class PostgresWriter:
         data = b"".join([codec.copy_line(stream_id, entry) for stream_id, entry in entries])
         conflicts: set[str] = set()
         async with conn.transaction():
-            await conn.execute(queries.CREATE_STAGING)
+            if self.through_pooler:
+                await conn.execute(queries.CREATE_STAGING)
             await conn.copy_to_table(queries.STAGING_TABLE, source=_once(data), columns=queries.STAGING_COLUMNS)
             status: str = await conn.execute(queries.INSERT_FROM_STAGING)
             written = int(status.rsplit(" ", 1)[1])
