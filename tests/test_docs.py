@@ -66,7 +66,7 @@ def test_readme_and_docs_home_show_the_same_layout() -> None:
 
 def test_docs_site_builds_strictly_with_every_page_in_the_nav(tmp_path: Path) -> None:
     build = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=ROOT,
         capture_output=True,
         text=True,
