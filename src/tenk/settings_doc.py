@@ -1,4 +1,4 @@
-"""Every TENK_* setting, as the README's table: `tenk settings`, walked from the settings tree."""
+"""Every TENK_* setting, as docs/settings.md's table: `tenk settings`, walked from the settings tree."""
 
 from __future__ import annotations
 
