@@ -6,7 +6,7 @@
 # platforms install without a compiler, and the final stage carries none.
 #
 # PYTHON_IMAGE and UV_IMAGE are arguments so that a machine without access to a container registry can
-# build from a local base (see the README, "Deploying": building without a registry).
+# build from a local base (see docs/deploying.md: building without a registry).
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9
 

@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down test test-lab test-cluster lint typecheck pytest sync sync-dev system-deps bench-reads bench-ingest bench-upstream bench-failover bench-shards lab clean
+.PHONY: run up down test test-lab test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads bench-ingest bench-upstream bench-failover bench-shards lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
@@ -59,6 +59,10 @@ typecheck: sync-dev
 pytest: sync-dev
 	$(BIN)/pytest -m "not cluster and not slow"
 
+## The docs site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor. Fetches nothing.
+docs: sync-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 ## The lab's long end-to-end runs: every preset's smoke run, capacity searches, ingest rungs.
 test-lab: sync-dev system-deps
 	$(BIN)/pytest -m "slow and not cluster"
@@ -95,4 +99,4 @@ lab: sync
 	$(BIN)/tenk lab run --preset async-ladder --repeats 1 $(LAB_ARGS)
 
 clean:
-	rm -rf .tenk/tools $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .tenk/tools $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""Every TENK_* setting, as the README's table: `tenk settings`, walked from the settings tree."""
+"""Every TENK_* setting, as docs/settings.md's table: `tenk settings`, walked from the settings tree."""
 
 from __future__ import annotations
 
@@ -39,5 +39,7 @@ def markdown_table() -> str:
         if isinstance(default, list):
             default = ",".join(map(str, default))
         description = (field.description or "").replace("|", "\\|")
-        lines.append(f"| `{leaf.env_name}` | `{default}` | {description} |")
+        # An empty code span renders as two backticks on GitHub and in MkDocs alike.
+        shown = f"`{default}`" if default != "" else "(empty)"
+        lines.append(f"| `{leaf.env_name}` | {shown} | {description} |")
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 a Redis Cluster (3 shards) and written by two `tenk worker`s through PgBouncer, while a Redis master is
 kill -9'd and its replica promoted, a worker is kill -9'd, and PgBouncer restarts. Under `replicated`
 durability every event answered 202 must be in Postgres exactly once; under `everysec` the number lost is
-measured and must stay within the window the README states."""
+measured and must stay within the window docs/ingest.md states."""
 
 from __future__ import annotations
 
@@ -218,8 +218,9 @@ async def test_under_everysec_a_failover_loses_at_most_about_a_second_of_accepte
     chaos_run: ChaosRun,
 ) -> None:
     outcome = await chaos_run("everysec")
-    # The README's window: what the master answered but had not yet replicated when it died, the
-    # replication lag, "usually milliseconds"; a second of accepts is a generous bound on that.
+    # docs/ingest.md's window ("Replication, and what a failover can lose"): what the master answered but
+    # had not yet replicated when it died, the replication lag, "usually milliseconds"; a second of accepts
+    # is a generous bound on that.
     assert len(outcome.missing) <= outcome.accepted_per_s, outcome.log
     assert not outcome.duplicated
     assert outcome.dead_letters == 0

@@ -22,7 +22,7 @@ PRODUCTS = 20_000
 ROUNDS = 6
 SAMPLES_PER_BLOCK = 60
 SETTLE_SAMPLES = 10
-# The cap is sized by the README's rule, at most half of Postgres's cores (here Postgres shares this
+# The cap is sized by docs/search.md's rule, at most half of Postgres's cores (here Postgres shares this
 # machine): each search let in keeps a Postgres core busy. On a 2-core machine that is 1. The default of 4
 # passed quiet and in most runs of two suites started together, but in one (product misses 28 -> 124 ms)
 # its four busy backends took both cores: CPU, not the pool. That CPU share alone adds tens of milliseconds to a

@@ -141,7 +141,7 @@ def make_plan(
     figures, server = rung.data.figures, rung.data.server
     measured_rps = figures.rps
 
-    # API processes: CPU per request is the figure that repeats on a busy machine (README, "Measured here").
+    # API processes: CPU per request is the figure that repeats on a busy machine (docs/results.md, "The lab").
     cpu_ms = plan.add(
         "api_cpu_ms_per_request",
         round(cpu_ms_per_request(rung.data) or 0.0, 4),
