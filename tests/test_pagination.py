@@ -25,12 +25,12 @@ def test_a_deployment_without_a_cursor_secret_refuses_to_start(tmp_path: Path) -
     assert not (tmp_path / SECRET_FILE).exists()
 
 
-def test_required_secrets_refuse_an_empty_key_list_then_a_missing_cursor_secret(tmp_path: Path) -> None:
+def test_without_the_dev_fallback_an_empty_key_list_then_a_missing_cursor_secret_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="TENK_API_KEYS is empty"):
-        Settings(require_secrets=True, data_dir=tmp_path)
+        Settings(dev_fallback=False, data_dir=tmp_path)
     with pytest.raises(ValidationError, match="TENK_CURSOR_SECRET"):
-        Settings(require_secrets=True, api_keys=[digest("tk_x")], data_dir=tmp_path)
-    given = Settings(require_secrets=True, api_keys=[digest("tk_x")], cursor_secret="s3cret", data_dir=tmp_path)
+        Settings(dev_fallback=False, api_keys=[digest("tk_x")], data_dir=tmp_path)
+    given = Settings(dev_fallback=False, api_keys=[digest("tk_x")], cursor_secret="s3cret", data_dir=tmp_path)
     assert cursor_secret(given) == "s3cret"
 
 

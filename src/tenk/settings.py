@@ -127,12 +127,13 @@ class Settings(BaseSettings):
     cursor_secret: str = Field(
         "",
         description="HMAC key that signs pagination cursors, the same in every API process; required with "
-        "TENK_API_KEYS or TENK_REQUIRE_SECRETS. Empty in development: one generated into the data dir.",
+        "TENK_API_KEYS or with TENK_DEV_FALLBACK off. Empty in development: one generated into the data dir.",
     )
-    require_secrets: bool = Field(
-        False,
-        description="Refuse to start without TENK_API_KEYS and TENK_CURSOR_SECRET, instead of falling back to "
-        "`tenk up`'s dev key and a cursor secret generated per data dir. On in the container image.",
+    dev_fallback: bool = Field(
+        True,
+        description="Without TENK_API_KEYS, accept `tenk up`'s dev key and generate a cursor secret into the data "
+        "dir. Off in the container image: there tenk refuses to start without TENK_API_KEYS and "
+        "TENK_CURSOR_SECRET.",
     )
     hot_lane: bool = Field(True, description="Serve the `@hot` routes from the pure-ASGI lane in front of FastAPI.")
     product_route_depends: bool = Field(
@@ -178,9 +179,9 @@ class Settings(BaseSettings):
         # A generated cursor secret lives in one data dir: behind a balancer, each replica (pod, container)
         # would sign with its own, and a page cursor from one would be refused by the next. Where no dev
         # key exists, each would also refuse every write.
-        if self.require_secrets and not self.api_keys:
+        if not self.dev_fallback and not self.api_keys:
             raise ValueError(
-                "TENK_API_KEYS is empty and TENK_REQUIRE_SECRETS is on (as in the container image): set it to "
+                "TENK_API_KEYS is empty and TENK_DEV_FALLBACK is off (as in the container image): set it to "
                 'the comma-separated SHA-256 digests of the accepted keys (printf %s "$KEY" | sha256sum)'
             )
         if self.api_keys and not self.cursor_secret:

@@ -84,6 +84,11 @@ def test_dockerfile_final_stage_is_non_root_with_a_health_check() -> None:
     assert not re.search(r"apt-get install|gcc|build-essential", final)
 
 
+def test_the_image_has_no_dev_fallback() -> None:
+    final = re.split(r"^FROM ", (ROOT / "Dockerfile").read_text(), flags=re.M)[-1]
+    assert re.search(r"^\s+TENK_DEV_FALLBACK=false\b", final, re.M)
+
+
 def test_compose_renders_with_the_services_the_stack_needs(rendered: dict[str, Any]) -> None:
     services = rendered["services"]
     for name in (*TENK_SERVICES, "postgres", "pgbouncer", "valkey", "nginx", "prometheus", "grafana"):

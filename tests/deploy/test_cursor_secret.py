@@ -18,7 +18,7 @@ def test_a_cursor_from_one_replica_pages_on_another(
 ) -> None:
     # Each replica has its own data dir, as each pod has its own emptyDir: nothing shared but the settings.
     first, second = (
-        spawn_api(stack, TENK_DATA_DIR=str(tmp_path / pod), TENK_REQUIRE_SECRETS="true") for pod in ("a", "b")
+        spawn_api(stack, TENK_DATA_DIR=str(tmp_path / pod), TENK_DEV_FALLBACK="false") for pod in ("a", "b")
     )
     page = httpx.get(f"{first.base_url}/tasks", params={"limit": 2}).json()
     assert page["next"]
@@ -39,7 +39,7 @@ def test_a_cursor_from_one_replica_pages_on_another(
 def test_a_deployment_without_its_secrets_refuses_to_start(
     stack: Stack, tmp_path: Path, command: list[str], missing: dict[str, str], named: str
 ) -> None:
-    env = stack.env(TENK_DATA_DIR=str(tmp_path), TENK_REQUIRE_SECRETS="true", **missing)
+    env = stack.env(TENK_DATA_DIR=str(tmp_path), TENK_DEV_FALLBACK="false", **missing)
     done = subprocess.run(
         [str(VENV_BIN / "tenk"), *command], env=env, capture_output=True, text=True, timeout=SERVER_START_S
     )
