@@ -39,12 +39,15 @@ FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 tenk \
     && useradd --system --uid 10001 --gid tenk --home-dir /home/tenk --create-home --shell /usr/sbin/nologin tenk
 COPY --from=build --chown=root:root /app/.venv /app/.venv
+# No dev fallback: a container has no `tenk up` dev key, and a cursor-signing key generated in its own
+# /tmp would differ from every other replica's; tenk refuses to start unless the deployment names both.
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     TENK_HOST=0.0.0.0 \
     TENK_PORT=8000 \
     TENK_DATA_DIR=/tmp/tenk \
+    TENK_DEV_FALLBACK=false \
     HEALTHCHECK_URL=http://127.0.0.1:8000/health
 USER 10001:10001
 WORKDIR /home/tenk

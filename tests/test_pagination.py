@@ -6,6 +6,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from tenk.app import create_app
 from tenk.errors import InvalidInputError
@@ -15,8 +16,22 @@ from tenk.settings import Settings
 
 
 def test_a_deployment_without_a_cursor_secret_refuses_to_start(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="TENK_CURSOR_SECRET"):
+        Settings(api_keys=[digest("tk_x")], data_dir=tmp_path)
+    # A tree copied with an update skips validation: the app still refuses to invent a secret.
+    unchecked = Settings(data_dir=tmp_path).model_copy(update={"api_keys": [digest("tk_x")]})
     with pytest.raises(CursorSecretMissingError, match="TENK_CURSOR_SECRET"):
-        create_app(Settings(api_keys=[digest("tk_x")], data_dir=tmp_path))
+        create_app(unchecked)
+    assert not (tmp_path / SECRET_FILE).exists()
+
+
+def test_without_the_dev_fallback_an_empty_key_list_then_a_missing_cursor_secret_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="TENK_API_KEYS is empty"):
+        Settings(dev_fallback=False, data_dir=tmp_path)
+    with pytest.raises(ValidationError, match="TENK_CURSOR_SECRET"):
+        Settings(dev_fallback=False, api_keys=[digest("tk_x")], data_dir=tmp_path)
+    given = Settings(dev_fallback=False, api_keys=[digest("tk_x")], cursor_secret="s3cret", data_dir=tmp_path)
+    assert cursor_secret(given) == "s3cret"
 
 
 def test_development_generates_one_private_secret_per_install(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ def test_a_domain_variable_lands_in_its_branch_and_service_wide_ones_stay_at_the
             "TENK_REDIS_URL": "redis://cache.example/0",
             "TENK_OPS_OTEL_ENDPOINT": "http://collector.example:4318",
             "TENK_API_KEYS": "AB12, cd34",
+            "TENK_CURSOR_SECRET": "shared-by-every-replica",
             "TENK_DATA_DIR": "/srv/tenk",
             "TENK_PORT": "9000",
         }

@@ -4,9 +4,11 @@ A cursor is base64url(payload || HMAC-SHA256(payload)[:12]). Clients cannot forg
 tampered cursor is a clean 422, never a query with surprising bounds. Even a correctly signed one is
 checked for shape and range before it reaches Postgres: a leaked secret must not turn into 500s.
 
-The secret is never a constant in the source. A deployment (TENK_API_KEYS set) must give
-TENK_CURSOR_SECRET, the same in every process; in development one is generated once per install into
-`<data_dir>/cursor-secret` (mode 0600), like the dev API key.
+The secret is never a constant in the source. A deployment (TENK_API_KEYS set, or TENK_DEV_FALLBACK off as
+in the image) must give TENK_CURSOR_SECRET, the same in every process: the settings refuse to start
+without it, since replicas that each generated their own would refuse each other's cursors. In
+development one is generated once per install into `<data_dir>/cursor-secret` (mode 0600), like the dev
+API key, and every process of `tenk up` shares that data dir.
 """
 
 from __future__ import annotations

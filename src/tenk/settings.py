@@ -126,8 +126,14 @@ class Settings(BaseSettings):
     )
     cursor_secret: str = Field(
         "",
-        description="HMAC key that signs pagination cursors; required with TENK_API_KEYS. "
-        "Empty in development: one generated into the data dir.",
+        description="HMAC key that signs pagination cursors, the same in every API process; required with "
+        "TENK_API_KEYS or with TENK_DEV_FALLBACK off. Empty in development: one generated into the data dir.",
+    )
+    dev_fallback: bool = Field(
+        True,
+        description="Without TENK_API_KEYS, accept `tenk up`'s dev key and generate a cursor secret into the data "
+        "dir. Off in the container image: there tenk refuses to start without TENK_API_KEYS and "
+        "TENK_CURSOR_SECRET.",
     )
     hot_lane: bool = Field(True, description="Serve the `@hot` routes from the pure-ASGI lane in front of FastAPI.")
     product_route_depends: bool = Field(
@@ -167,6 +173,23 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip().lower() for part in value.split(",") if part.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _deployment_secrets_given(self) -> Self:
+        # A generated cursor secret lives in one data dir: behind a balancer, each replica (pod, container)
+        # would sign with its own, and a page cursor from one would be refused by the next. Where no dev
+        # key exists, each would also refuse every write.
+        if not self.dev_fallback and not self.api_keys:
+            raise ValueError(
+                "TENK_API_KEYS is empty and TENK_DEV_FALLBACK is off (as in the container image): set it to "
+                'the comma-separated SHA-256 digests of the accepted keys (printf %s "$KEY" | sha256sum)'
+            )
+        if self.api_keys and not self.cursor_secret:
+            raise ValueError(
+                "TENK_API_KEYS is set but TENK_CURSOR_SECRET is not: set it to a long random string, the same "
+                "for every API process (python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return self
 
     @property
     def accepted_key_digests(self) -> list[str]:

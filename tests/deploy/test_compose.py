@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tenk.cli import main as tenk_cli
+from tenk.ingest.settings import IngestSettings
 from tenk.settings_doc import env_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,21 @@ def _env(service: dict[str, Any]) -> dict[str, str]:
     return {key: str(value) for key, value in env.items()} if isinstance(env, dict) else {}
 
 
+def _mount(volume: str | dict[str, str]) -> tuple[str, str]:
+    """(source, target) of a volume, in either of the renderers' spellings."""
+    if isinstance(volume, dict):
+        return volume["source"], volume["target"]
+    source, target = volume.split(":")[:2]
+    return source, target
+
+
+def service_script(service: dict[str, Any]) -> str:
+    """The shell script a service runs (entrypoint `sh -ec`), with compose's `$$` escapes undone."""
+    assert service["entrypoint"] == ["/bin/sh", "-ec"]
+    (script,) = service["command"]
+    return str(script).replace("$$", "$")
+
+
 def _port_of(url: str) -> int:
     match = re.match(r"https?://[^/:]+:(\d+)", url)
     assert match, url
@@ -84,21 +100,26 @@ def test_dockerfile_final_stage_is_non_root_with_a_health_check() -> None:
     assert not re.search(r"apt-get install|gcc|build-essential", final)
 
 
+def test_the_image_has_no_dev_fallback() -> None:
+    final = re.split(r"^FROM ", (ROOT / "Dockerfile").read_text(), flags=re.M)[-1]
+    assert re.search(r"^\s+TENK_DEV_FALLBACK=false\b", final, re.M)
+
+
 def test_compose_renders_with_the_services_the_stack_needs(rendered: dict[str, Any]) -> None:
     services = rendered["services"]
     for name in (*TENK_SERVICES, "postgres", "pgbouncer", "valkey", "nginx", "prometheus", "grafana"):
         assert name in services, name
-    assert "pgdata:/var/lib/postgresql/data" in " ".join(
-        f"{v['source']}:{v['target']}" if isinstance(v, dict) else v for v in services["postgres"]["volumes"]
-    )
+    assert ("pgdata", "/var/lib/postgresql/data") in [_mount(v) for v in services["postgres"]["volumes"]]
     valkey = " ".join(services["valkey"]["command"])
     assert "--appendonly yes" in valkey
     assert _env(services["pgbouncer"])["POOL_MODE"] == "transaction"
     # Secrets come from env files (the rendering merges them in), never from compose.yaml or the image.
-    raw = COMPOSE.read_text()
-    for secret in ("TENK_DATABASE_URL", "TENK_API_KEYS", "TENK_CURSOR_SECRET", "PASSWORD"):
-        assert secret not in raw.split("services:", 1)[1], secret
-        assert secret not in (ROOT / "Dockerfile").read_text(), secret
+    written = yaml.safe_load(COMPOSE.read_text())["services"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for secret in ("TENK_DATABASE_URL", "TENK_REDIS_URL", "TENK_API_KEYS", "TENK_CURSOR_SECRET", "PASSWORD"):
+        for name, service in written.items():
+            assert not any(secret in key for key in service.get("environment", {})), (name, secret)
+        assert secret not in dockerfile, secret
 
 
 def test_every_tenk_command_in_compose_parses_with_the_tenk_cli(rendered: dict[str, Any]) -> None:
@@ -144,3 +165,63 @@ def test_ports_agree_across_apis_workers_balancer_and_prometheus(rendered: dict[
         assert _port_of(env["HEALTHCHECK_URL"]) == port
         assert f"{name}:{port}" in targets["tenk-worker"]
     assert set(targets) == {"tenk-api", "tenk-worker"}
+
+
+def _user_of(url: str) -> str:
+    match = re.match(r"postgresql://([^:@/]+)[:@]", url)
+    assert match, url
+    return match.group(1)
+
+
+def test_tenk_signs_in_as_the_app_role_that_initdb_creates_never_the_superuser(rendered: dict[str, Any]) -> None:
+    services = rendered["services"]
+    postgres = _env(services["postgres"])
+    app_role = postgres["APP_DB_USER"]
+    assert app_role != postgres["POSTGRES_USER"]
+    mounts = dict(reversed(_mount(volume)) for volume in services["postgres"]["volumes"])
+    initdb = Path(mounts["/docker-entrypoint-initdb.d"])
+    assert sorted(p.name for p in initdb.iterdir()) == ["10-app-role.sql"]
+    for name in ("migrate", "api-1", "api-2", "worker-1", "worker-2"):
+        assert _user_of(_env(services[name])["TENK_DATABASE_URL"]) == app_role, name
+    pgbouncer = _env(services["pgbouncer"])
+    assert pgbouncer["DB_USER"] == app_role
+    # The superuser's password lives in the postgres container alone.
+    holders = [name for name, service in services.items() if "POSTGRES_PASSWORD" in _env(service)]
+    assert holders == ["postgres"]
+
+
+def test_valkey_has_a_password_and_a_maxmemory_above_the_ingest_backlog(rendered: dict[str, Any]) -> None:
+    services = rendered["services"]
+    script = service_script(services["valkey"])
+    assert "requirepass $VALKEY_PASSWORD" in script
+    assert "--maxmemory-policy noeviction" in script
+    maxmemory = re.search(r"--maxmemory (\d+)gb", script)
+    assert maxmemory, script
+    assert int(maxmemory.group(1)) * 2**30 > IngestSettings().max_backlog_bytes
+    for name in ("api-1", "api-2", "worker-1", "worker-2", "migrate"):
+        url = _env(services[name])["TENK_REDIS_URL"]
+        assert re.match(r"redis://:[^@]+@valkey:6379/", url), (name, url)
+    assert "VALKEY_PASSWORD" in " ".join(services["valkey"]["healthcheck"]["test"])
+
+
+def test_prometheus_and_grafana_listen_on_the_hosts_loopback_only(rendered: dict[str, Any]) -> None:
+    published = {
+        name: [str(port) for port in service.get("ports", [])] for name, service in rendered["services"].items()
+    }
+    for name in ("prometheus", "grafana"):
+        assert published[name]
+        assert all(port.startswith("127.0.0.1:") for port in published[name]), published[name]
+    # Only the balancer is public; nothing else publishes a port.
+    assert {name for name, ports in published.items() if ports} == {"nginx", "prometheus", "grafana"}
+
+
+@pytest.mark.parametrize("example", sorted(ENV_DIR.glob("*.env.example")), ids=lambda p: p.name)
+def test_no_secret_in_the_env_examples_has_a_working_value(example: Path) -> None:
+    for line in example.read_text().splitlines():
+        name, _, value = line.partition("=")
+        if line.startswith("#") or not value:
+            continue
+        if re.search(r"PASSWORD|SECRET|API_KEYS", name):
+            raise AssertionError(f"{example.name}: {name} has a value")
+        # A URL carries its password as a placeholder to fill in.
+        assert not re.search(r"://[^/]*:(?!<)[^@/]*@", value), line

@@ -22,6 +22,17 @@ from tenk.settings_doc import env_names
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 BASE = K8S / "base"
+STORES = K8S / "stores"
+SECRET_EXAMPLE = K8S / "tenk-secrets.env.example"
+# Settings that hold a password or a key: the Secret's, never a ConfigMap's.
+SECRET_SETTINGS = {
+    "TENK_DATABASE_URL",
+    "TENK_DATABASE_DIRECT_URL",
+    "TENK_DATABASE_REPLICA_URLS",
+    "TENK_REDIS_URL",
+    "TENK_API_KEYS",
+    "TENK_CURSOR_SECRET",
+}
 KUBECTL = shutil.which("kubectl")
 KUBERNETES_VERSION = "1.30.0"
 # Kinds from the Prometheus operator: not in Kubernetes' schemas, checked by hand below.
@@ -72,9 +83,29 @@ def _drain_s() -> int:
     return int(argv[argv.index("--workers-kill-timeout") + 1])
 
 
+def _migrate_job() -> dict[str, Any]:
+    (job,) = _docs((K8S / "migrate-job.yaml").read_text())
+    return job
+
+
+def _store_policies() -> list[dict[str, Any]]:
+    if KUBECTL:
+        return _kustomize(STORES)
+    kustomization = yaml.safe_load((STORES / "kustomization.yaml").read_text())
+    return [doc for name in kustomization["resources"] for doc in _docs((STORES / name).read_text())]
+
+
+def _pod_specs() -> dict[str, dict[str, Any]]:
+    """Every pod template tenk ships, by its pods' app.kubernetes.io/name."""
+    templates = [d["spec"]["template"] for d in _rendered() if d["kind"] == "Deployment"]
+    templates.append(_migrate_job()["spec"]["template"])
+    return {t["metadata"]["labels"]["app.kubernetes.io/name"]: t["spec"] for t in templates}
+
+
 def test_base_files_and_migrate_job_validate_against_kubernetes_schemas() -> None:
     _validate(_base_files())
-    _validate(_docs((K8S / "migrate-job.yaml").read_text()))
+    _validate([_migrate_job()])
+    _validate(_store_policies())
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl (with its built-in kustomize) is not installed")
@@ -139,7 +170,7 @@ def test_hpa_pdb_and_service_monitor_select_what_exists() -> None:
 
 
 def test_every_command_and_variable_in_the_manifests_is_tenks() -> None:
-    docs = [*_rendered(), *_docs((K8S / "migrate-job.yaml").read_text())]
+    docs = [*_rendered(), _migrate_job()]
     known = set(env_names())
     for doc in docs:
         if doc["kind"] == "ConfigMap":
@@ -177,3 +208,81 @@ def test_lab_plan_patch_applies_to_the_base_and_validates(results: Path, tmp_pat
 
 def _plan_text(results: Path) -> str:
     return CliRunner().invoke(tenk_cli, ["lab", "plan", "--rps", "20000", "--results", str(results)]).output
+
+
+def test_no_pod_is_given_a_service_account_token() -> None:
+    specs = _pod_specs()
+    assert set(specs) == {"tenk-api", "tenk-worker", "tenk-migrate"}
+    for name, spec in specs.items():
+        assert spec.get("automountServiceAccountToken") is False, name
+
+
+def test_the_migrate_job_runs_under_the_apis_security_context() -> None:
+    specs = _pod_specs()
+    api, migrate = specs["tenk-api"], specs["tenk-migrate"]
+    assert migrate["securityContext"] == api["securityContext"]
+    (api_container,), (migrate_container,) = api["containers"], migrate["containers"]
+    assert migrate_container["securityContext"] == api_container["securityContext"]
+    # A read-only root needs the same writable /tmp.
+    assert migrate_container["volumeMounts"] == api_container["volumeMounts"]
+    assert migrate["volumes"] == api["volumes"]
+
+
+def test_urls_and_secrets_live_in_the_secret_which_every_pod_reads() -> None:
+    config_maps = [d for d in [*_rendered(), *_overlay_or_base()] if d["kind"] == "ConfigMap"]
+    for config_map in config_maps:
+        data = config_map["data"]
+        assert SECRET_SETTINGS.isdisjoint(data), sorted(SECRET_SETTINGS & set(data))
+        assert not any(re.search(r"://[^/@]*@", value) for value in data.values()), data
+    # Another image than ours still gets no dev key and no per-pod cursor secret.
+    assert _by_kind(_rendered(), "ConfigMap", "tenk-config")["data"]["TENK_DEV_FALLBACK"] == "false"
+    for name, spec in _pod_specs().items():
+        (container,) = spec["containers"]
+        assert {"secretRef": {"name": "tenk-secrets"}} in container["envFrom"], name
+    example = dict(
+        line.split("=", 1) for line in SECRET_EXAMPLE.read_text().splitlines() if line and not line.startswith("#")
+    )
+    assert set(example) == {"TENK_DATABASE_URL", "TENK_REDIS_URL", "TENK_API_KEYS", "TENK_CURSOR_SECRET"}
+    assert example["TENK_API_KEYS"] == example["TENK_CURSOR_SECRET"] == ""
+    for url in (example["TENK_DATABASE_URL"], example["TENK_REDIS_URL"]):
+        assert re.search(r"://[^/@]*:<password>@", url), url
+
+
+def _overlay_or_base() -> list[dict[str, Any]]:
+    return _kustomize(K8S / "overlays" / "example") if KUBECTL else _base_files()
+
+
+def test_only_tenks_pods_may_reach_postgres_and_redis() -> None:
+    policies = {p["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"]: p for p in _store_policies()}
+    overlay = yaml.safe_load((K8S / "overlays" / "example" / "kustomization.yaml").read_text())
+    stores_namespace = yaml.safe_load((STORES / "kustomization.yaml").read_text())["namespace"]
+    example = SECRET_EXAMPLE.read_text()
+    # Who reaches what: the API and the workers both stores; the migrate Job Postgres alone.
+    expected = {
+        "postgresql": ({"tenk-api", "tenk-worker", "tenk-migrate"}, "TENK_DATABASE_URL"),
+        "redis": ({"tenk-api", "tenk-worker"}, "TENK_REDIS_URL"),
+    }
+    assert set(policies) == set(expected)
+    pods = _pod_specs()
+    for store, (clients, setting) in expected.items():
+        spec = policies[store]["spec"]
+        assert spec["policyTypes"] == ["Ingress"]
+        url = re.search(rf"^{setting}=\S+@([\w.-]+):(\d+)/", example, re.M)
+        assert url, setting
+        assert url.group(1).split(".")[1] == stores_namespace
+        admitted: set[str] = set()
+        for rule in spec["ingress"]:
+            for peer in rule["from"]:
+                if "namespaceSelector" not in peer:
+                    # The store's own pods, in its own namespace (replication, Sentinel).
+                    assert peer == {"podSelector": spec["podSelector"]}, peer
+                    continue
+                assert peer["namespaceSelector"] == {
+                    "matchLabels": {"kubernetes.io/metadata.name": overlay["namespace"]}
+                }
+                (expression,) = peer["podSelector"]["matchExpressions"]
+                assert (expression["key"], expression["operator"]) == ("app.kubernetes.io/name", "In")
+                admitted |= set(expression["values"])
+                assert rule["ports"] == [{"protocol": "TCP", "port": int(url.group(2))}]
+        assert admitted == clients, store
+        assert admitted <= set(pods)
