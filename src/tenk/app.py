@@ -14,7 +14,7 @@ from tenk import __version__
 from tenk.catalog.routes import router as catalog_router
 from tenk.catalog.routes import state_variant as product_state_variant
 from tenk.catalog.service import catalog_lifespan
-from tenk.connections import REDIS_DOWN, connect_redis, create_pg_pool, create_redis, pool_gauges
+from tenk.connections import connect_redis, create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
@@ -25,6 +25,7 @@ from tenk.ops.logging import configure_logging
 from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
 from tenk.ops.request_body import RequestBodyGuard, writer_routes
 from tenk.ops.request_id import RequestIdMiddleware
+from tenk.outages import REDIS_DOWN
 from tenk.pagination import cursor_secret
 from tenk.search.routes import router as search_router
 from tenk.search.service import search_lifespan
