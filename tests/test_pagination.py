@@ -9,7 +9,7 @@ import pytest
 
 from tenk.app import create_app
 from tenk.errors import InvalidInputError
-from tenk.ops.auth import digest
+from tenk.ops.api_keys import digest
 from tenk.pagination import SECRET_FILE, CursorSecretMissingError, cursor_codec, cursor_secret
 from tenk.settings import Settings
 
