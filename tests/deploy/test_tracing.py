@@ -305,7 +305,7 @@ def _pairs(reply: Any) -> list[tuple[object, list[tuple[bytes, object]]]]:
 def test_tracing_stays_off_without_an_endpoint() -> None:
     assert setup_tracing("tenk-api", OpsSettings()) is False
     assert app_factory("tenk.app:create_app", traced=False) == "tenk.app:create_app"
-    assert app_factory("tenk.app:create_app", traced=True) == "tenk.ops.tracing:create_traced_app"
+    assert app_factory("tenk.app:create_app", traced=True) == "tenk.app:create_traced_app"
     assert app_factory("benchmarks.hello:app", traced=True) == "benchmarks.hello:app"
 
 
