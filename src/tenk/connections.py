@@ -23,7 +23,7 @@ from tenk.outages import POSTGRES_ERRORS
 from tenk.redis_urls import CLUSTER_SCHEMES, is_cluster_url, is_sentinel_url, parse_sentinel_url, split_netloc
 
 if TYPE_CHECKING:
-    # Only for annotations: tenk.settings imports the domains' models, whose packages import this module.
+    # Only for annotations: nothing here reads the settings classes at run time.
     from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.connections")
