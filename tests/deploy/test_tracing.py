@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
 from tenk.ingest.tracelinks import SPAN_NAME
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.ops.logging import JsonFormatter
 from tenk.ops.settings import OpsSettings
 from tenk.ops.tracing import app_factory, install_trace_ids_in_logs, setup_tracing

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tenk.lab.definition.ladder import load_ladder
+from tenk.lab.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.processes import pin_tree
 from tenk.lab.measuring.runner import RunOptions, run_ladder
-from tenk.lab.results.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
 from tests.conftest import Stack
 from tests.lab.test_capacity import lab_env, mix_file
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tenk.lab.definition.ladder import RungConfig
-from tenk.lab.results.documents import RungSettings, Second, load_results
+from tenk.lab.documents import RungSettings, Second, load_results
 from tenk.lab.results.report import markdown
 
 # Two `tenk lab run`s of the smoke-sized presets (tests/lab/test_presets.py) at 95ede7a, the commit

@@ -157,8 +157,8 @@ def _percent(value: str | None) -> float | None:
 )
 def compare(a: Path, b: Path, fail_on: str | None) -> None:
     """Per-rung comparison of B against A, each labelled faster / slower / no detectable change."""
+    from tenk.lab.documents import load_results
     from tenk.lab.results.compare import compare_rows, provenance_warnings, regressions
-    from tenk.lab.results.documents import load_results
 
     threshold = _percent(fail_on)
     base, new = load_results(a), load_results(b)
@@ -210,8 +210,8 @@ def merge(
 ) -> None:
     """Merge results from `--segment i/n` runs on several generator machines into one."""
     from tenk.lab.definition.mixes import load_mix
+    from tenk.lab.documents import load_results
     from tenk.lab.results.compare import MERGE_NOTE, load_summary, result_from_summary, write_merged
-    from tenk.lab.results.documents import load_results
 
     if k6_summaries:
         if mix_name is None or rate is None or duration_s is None:

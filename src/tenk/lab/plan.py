@@ -21,8 +21,8 @@ import click
 from tenk.ingest.schemas import MAX_BATCH
 from tenk.ingest.settings import IngestSettings
 from tenk.lab.definition.mixes import Mix, load_mix
+from tenk.lab.documents import RungResult, load_results
 from tenk.lab.errors import LabError
-from tenk.lab.results.documents import RungResult, load_results
 
 Basis = Literal["measured", "projected"]
 

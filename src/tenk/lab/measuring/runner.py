@@ -15,6 +15,17 @@ from typing import cast
 from tenk.lab.cpus import cpu_set, other_cpus
 from tenk.lab.definition.ladder import Ladder, Rung, RungConfig
 from tenk.lab.definition.mixes import Mix
+from tenk.lab.documents import (
+    Bottleneck,
+    CapacityResult,
+    LoadFigures,
+    Metrics,
+    Results,
+    RungResult,
+    RungSettings,
+    ServerSample,
+    Verdict,
+)
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.driving.wrk import run_wrk
@@ -55,17 +66,6 @@ from tenk.lab.measuring.state import (
     landed,
     reset_upstream,
     upstream_snapshot,
-)
-from tenk.lab.results.documents import (
-    Bottleneck,
-    CapacityResult,
-    LoadFigures,
-    Metrics,
-    Results,
-    RungResult,
-    RungSettings,
-    ServerSample,
-    Verdict,
 )
 from tenk.lab.results.summary import summarise_rung
 from tenk.stack import EmbeddedRedis

@@ -7,10 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tenk.lab.definition.mixes import Mix
-from tenk.lab.driving.k6 import K6Summary, figures_from_summary
-from tenk.lab.errors import LabError, MalformedFileError
-from tenk.lab.results import latency
-from tenk.lab.results.documents import (
+from tenk.lab.documents import (
     EndpointFigures,
     LoadFigures,
     Metrics,
@@ -19,6 +16,9 @@ from tenk.lab.results.documents import (
     ServerSample,
     Verdict,
 )
+from tenk.lab.driving.k6 import K6Summary, figures_from_summary
+from tenk.lab.errors import LabError, MalformedFileError
+from tenk.lab.results import latency
 from tenk.lab.results.provenance import differences
 from tenk.lab.results.report import HIGHER_IS_BETTER, compare_rungs, cpu_ms_per_request, metric_value, write_reports
 from tenk.lab.results.stats import supports_regression

@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from tenk.lab.definition import expectations
-from tenk.lab.results.documents import Claim, IngestFigures, Results, RungResult, ServerSample
+from tenk.lab.documents import Claim, IngestFigures, Results, RungResult, ServerSample
 from tenk.lab.results.stats import INVALID, Comparison, compare
 
 # For rates, "x" is to/from; for latency and errors, lower is better, so it is from/to.
