@@ -153,7 +153,7 @@ def test_an_undetermined_ceiling_names_who_used_what_and_the_busiest_besides_the
 
 
 def test_the_report_prints_an_undetermined_ceiling_with_its_attribution() -> None:
-    from tenk.lab.results.report import headline
+    from tenk.lab.results.derivations import headline
     from tests.lab.test_compare import figures as figures_doc
     from tests.lab.test_compare import rung
 

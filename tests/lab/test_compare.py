@@ -30,7 +30,7 @@ from tenk.lab.driving.k6 import k6_binary, segment_args
 from tenk.lab.errors import LabError
 from tenk.lab.results import latency
 from tenk.lab.results.compare import compare_rows, merge_results
-from tenk.lab.results.report import markdown
+from tenk.lab.results.markdown import markdown
 from tests.conftest import ServerProcess, Stack
 
 

@@ -170,7 +170,7 @@ def compare(a: Path, b: Path, fail_on: str | None) -> None:
     console = Console()
     if not console.is_terminal:
         # Piped or redirected: a Markdown table, whole and pasteable, instead of one cut to 80 columns.
-        from tenk.lab.results.report import md_table
+        from tenk.lab.results.markdown import md_table
 
         click.echo(f"A = {a}\nB = {b}\n\n{md_table(rows)}")
     else:
