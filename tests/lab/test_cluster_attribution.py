@@ -6,7 +6,7 @@ from __future__ import annotations
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.documents import TARGET, LoadFigures, ServerSample
 from tenk.lab.measuring.bottleneck import attribute
-from tenk.lab.measuring.runner import target_cores
+from tenk.lab.measuring.outcome import target_cores
 
 
 def figures() -> LoadFigures:

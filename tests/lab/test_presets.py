@@ -20,7 +20,8 @@ from fastapi import FastAPI
 from tenk.lab.cli import PRESET_DIR
 from tenk.lab.definition.ladder import Claim, Ladder, RungConfig, load_ladder
 from tenk.lab.documents import load_results
-from tenk.lab.measuring.runner import RunOptions, run_ladder, time_bound_s
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.runner import run_ladder, time_bound_s
 from tenk.lab.targets.baselines import WSGI_BASELINES
 from tenk.settings import Settings
 from tenk.settings_doc import documented

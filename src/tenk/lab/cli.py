@@ -58,8 +58,9 @@ def run(
     from tenk.lab.definition.ladder import load_ladder
     from tenk.lab.driving.k6 import k6_binary, parse_segment
     from tenk.lab.driving.wrk import wrk_binary
+    from tenk.lab.measuring.options import RunOptions
     from tenk.lab.measuring.progress import QuietProgress, RichProgress
-    from tenk.lab.measuring.runner import RunOptions, run_ladder
+    from tenk.lab.measuring.runner import run_ladder
 
     if (ladder_file is None) == (preset is None):
         raise click.UsageError("give a LADDER_FILE or --preset NAME (one of them)")
