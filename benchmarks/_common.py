@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from tenk.connections import connect_redis, redis_from_url
 from tenk.ingest import keys
 from tenk.ingest.stream import Backlog, read_backlogs, summed_counters
-from tenk.ops.auth import digest
+from tenk.ops.api_keys import digest
 from tenk.serving import server_argv
 from tenk.settings import ServerName
 from tenk.stack import free_port

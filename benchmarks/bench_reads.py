@@ -28,9 +28,9 @@ from pathlib import Path
 import httpx
 
 from benchmarks._common import API_CPU, LOAD_CPU, VENV_BIN, run_wrk, serve_pinned, start_process, stop
+from tenk.lab.documents import LoadFigures, ServerSample
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.sampling import TreeSampler, listener_pid
-from tenk.lab.results.documents import LoadFigures, ServerSample
 from tenk.settings import Settings
 from tenk.stack import free_port
 from tenk.stack.seed import COMMON_WORD, search_queries

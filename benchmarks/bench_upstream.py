@@ -31,7 +31,7 @@ import httpx
 import psutil
 
 from benchmarks._common import API_CPU, LOAD_CPU, run_wrk, serve_pinned, stop
-from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
 
 UPSTREAM_TIMEOUT_S = "30"
 WRK_LOG: list[str] = []
@@ -78,7 +78,7 @@ TARGETS = [
     ),
     Target(
         "naive_sync (def handler, httpx.Client per call)",
-        "tenk.lab.baselines.naive_sync:app",
+        "tenk.lab.targets.baselines.naive_sync:app",
         False,
         {"NAIVE_UPSTREAM_TIMEOUT_S": UPSTREAM_TIMEOUT_S, "NAIVE_ACCESS_LOG": "0"},
     ),

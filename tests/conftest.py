@@ -23,8 +23,8 @@ import pytest
 from fastapi import FastAPI
 
 from tenk.app import create_app
-from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
-from tenk.ops.auth import digest
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+from tenk.ops.api_keys import digest
 from tenk.settings import Settings
 from tenk.stack import (
     EmbeddedPostgres,

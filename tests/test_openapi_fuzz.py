@@ -18,7 +18,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
-from tenk.lab.mock_upstream import Profile, start_mock_upstream
+from tenk.lab.targets.mock_upstream import Profile, start_mock_upstream
 from tenk.stack import start_http_server
 from tests.conftest import AUTH, VENV_BIN, Stack, own_stack
 

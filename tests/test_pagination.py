@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from tenk.app import create_app
 from tenk.errors import InvalidInputError
-from tenk.ops.auth import digest
+from tenk.ops.api_keys import digest
 from tenk.pagination import SECRET_FILE, CursorSecretMissingError, cursor_codec, cursor_secret
 from tenk.settings import Settings
 

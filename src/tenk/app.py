@@ -9,12 +9,13 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from fastapi import FastAPI
 from fastapi.responses import ORJSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from tenk import __version__
 from tenk.catalog.routes import router as catalog_router
 from tenk.catalog.routes import state_variant as product_state_variant
 from tenk.catalog.service import catalog_lifespan
-from tenk.connections import REDIS_DOWN, connect_redis, create_pg_pool, create_redis, pool_gauges
+from tenk.connections import connect_redis, create_pg_pool, create_redis, pool_gauges
 from tenk.errors import install_error_handlers
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
@@ -25,13 +26,15 @@ from tenk.ops.logging import configure_logging
 from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
 from tenk.ops.request_body import RequestBodyGuard, writer_routes
 from tenk.ops.request_id import RequestIdMiddleware
+from tenk.ops.tracing import setup_tracing
+from tenk.outages import REDIS_DOWN
 from tenk.pagination import cursor_secret
 from tenk.search.routes import router as search_router
 from tenk.search.service import search_lifespan
 from tenk.settings import Settings
 from tenk.tasks.routes import router as tasks_router
-from tenk.upstream import router as upstream_router
-from tenk.upstream import upstream_lifespan
+from tenk.upstream.routes import router as upstream_router
+from tenk.upstream.service import upstream_lifespan
 
 DomainLifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -114,3 +117,18 @@ def create_app(settings: Settings | None = None) -> TenkAPI:
             auth_reads=settings.auth_reads,
         )
     return app
+
+
+def create_traced_app() -> ASGIApp:
+    """The app factory `tenk serve` uses when TENK_OPS_OTEL_ENDPOINT is set (`tenk.ops.tracing.app_factory`):
+    tenk's app inside the server spans, so that the hot lane's requests get their server span too."""
+    # Deferred: the opentelemetry packages are the optional `otel` extra, needed only when tracing.
+    from opentelemetry import trace
+
+    from tenk.ops.server_spans import ServerSpans
+
+    # The server calls this factory with no arguments: this process's entry point reads the tree.
+    settings = Settings()
+    app = create_app(settings)
+    setup_tracing("tenk-api", settings.ops)
+    return ServerSpans(app, trace.get_tracer("tenk.http"), frozenset({"/health", "/ready", "/metrics"}))

@@ -305,8 +305,8 @@ def worker(name: str | None) -> None:
 def mock_upstream(
     host: str, port: int, p50_ms: float, p99_ms: float, error_rate: float, hang_rate: float, seed: int | None
 ) -> None:
-    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.mock_upstream)."""
-    from tenk.lab.mock_upstream import Profile, ProfileError, run
+    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.targets.mock_upstream)."""
+    from tenk.lab.targets.mock_upstream import Profile, ProfileError, run
 
     try:
         profile = Profile(p50_ms=p50_ms, p99_ms=p99_ms, error_rate=error_rate, hang_rate=hang_rate)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 import orjson
@@ -15,70 +14,19 @@ from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
-from redis.exceptions import AskError, ClusterDownError, MovedError, RedisError, ResponseError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
+from tenk.outages import POSTGRES_ERRORS
+from tenk.redis_urls import CLUSTER_SCHEMES, is_cluster_url, is_sentinel_url, parse_sentinel_url, split_netloc
+
 if TYPE_CHECKING:
-    # Only for annotations: tenk.settings imports the domains' models, whose packages import this module.
+    # Only for annotations: nothing here reads the settings classes at run time.
     from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.connections")
-
-# What a Redis call raises when Redis is down or drops the connection. RuntimeError is in it because
-# redis-py under uvloop raises "unable to perform operation on <TCPTransport closed=True>" when Redis
-# dies while a connection is being set up; callers treat that as the outage it is, not as a bug.
-# Behind Sentinel, "no sentinel knows a master" (MasterNotFoundError) and "this master was demoted"
-# are ConnectionErrors, so RedisError covers them and `redis_is_down` counts them as outages.
-REDIS_DOWN: tuple[type[Exception], ...] = (RedisError, OSError, RuntimeError)
-
-
-def redis_is_down(exc: BaseException) -> bool:
-    """Did Redis fail to answer (unreachable, timed out, loading), as opposed to answering with an error?
-
-    A refusal Redis sends (OOM at maxmemory, WRONGTYPE, NOSCRIPT) proves it is up: a circuit breaker
-    must not count it as an outage.
-    """
-    return isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError, RuntimeError))
-
-
-# What Postgres raises when it is shutting down, failing over, overloaded or unreachable: the request
-# was fine and may succeed if retried (503 + Retry-After), as opposed to a bug or bad input (500/4xx).
-# Server errors are classified by SQLSTATE, so every member of a class counts, including ones asyncpg
-# adds later: 08 connection exception, 53 insufficient resources (too many connections, disk full),
-# 57 operator intervention (admin/crash shutdown, cannot connect now, query cancelled), 58 system
-# error (I/O). Single states from other classes: a failover leaves us on a read-only standby (25006),
-# and serialization failures, deadlocks and lock timeouts are transient by definition.
-_PG_DOWN_CLASSES = frozenset({"08", "53", "57", "58"})
-_PG_DOWN_STATES = frozenset({"25006", "40001", "40P01", "55P03"})
-# The exception families a Postgres call can fail with; `postgres_is_down` tells which members mean "down".
-POSTGRES_ERRORS: tuple[type[Exception], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,
-    TimeoutError,
-)
-
-
-def postgres_is_down(exc: BaseException) -> bool:
-    """Does this exception from a Postgres call mean "unavailable right now", not "this request is wrong"?"""
-    if isinstance(exc, asyncpg.PostgresError):
-        sqlstate = str(getattr(exc, "sqlstate", "") or "")
-        return sqlstate[:2] in _PG_DOWN_CLASSES or sqlstate in _PG_DOWN_STATES
-    if isinstance(exc, asyncpg.InterfaceError):
-        # Client-side: "connection is closed", "pool is closing", a connection lost mid-query. Its
-        # DataError subclass is different: a query argument asyncpg could not encode is bad input.
-        return not isinstance(exc, ValueError)
-    if isinstance(exc, asyncpg.InternalClientError):
-        # "cannot switch to state N; another operation is in progress": what asyncpg raises on a pooled
-        # connection whose backend was terminated under it (MagicStack/asyncpg#1069). The pool
-        # discards that connection, and the next one works.
-        return True
-    # Refused, reset or unreachable sockets (ConnectionError is an OSError), and connect, pool-acquire
-    # and command timeouts.
-    return isinstance(exc, (OSError, TimeoutError))
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -134,36 +82,9 @@ async def create_pg_pool(
         return await asyncpg.create_pool(min_size=0, **kwargs)
 
 
-# `redis+cluster://[:password@]host:port[,host:port...]`: a Redis Cluster (or Valkey cluster) reached
-# through any of the listed nodes; `rediss+cluster://` for TLS. Every other URL is one server.
-CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
-
-
-def is_cluster_url(url: str) -> bool:
-    return urlsplit(url).scheme in CLUSTER_SCHEMES
-
-
-def _split_netloc(netloc: str, default_port: int) -> tuple[str | None, str | None, list[tuple[str, int]]]:
-    """(username, password, [(host, port), ...]) of `[user:password@]host:port[,host:port...]`.
-
-    urlsplit cannot parse "h1:p1,h2:p2" as one netloc's host and port: we split it ourselves.
-    """
-    credentials, _, hosts = netloc.rpartition("@")
-    username, _, password = credentials.partition(":")
-    addresses = []
-    for node in hosts.split(","):
-        host, colon, port = node.strip().rpartition(":")
-        if not colon:
-            host, port = port, ""
-        if port and not (port.isdigit() and 0 < int(port) < 65_536):
-            raise ValueError(f"TENK_REDIS_URL: port {port!r} of host {host!r} is not a port number")
-        addresses.append((host.strip("[]") or "127.0.0.1", int(port or default_port)))
-    return unquote(username) or None, unquote(password) or None, addresses
-
-
 def _cluster_from_url(url: str, max_connections: int, **kwargs: Any) -> RedisCluster:
     parts = urlsplit(url)
-    username, password, addresses = _split_netloc(parts.netloc, 6379)
+    username, password, addresses = split_netloc(parts.netloc, 6379)
     return RedisCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in addresses],
         username=username,
@@ -172,49 +93,6 @@ def _cluster_from_url(url: str, max_connections: int, **kwargs: Any) -> RedisClu
         max_connections=max_connections,
         **kwargs,
     )
-
-
-# `redis+sentinel://[[user]:password@]host:port[,host:port...]/<service>[?db=N]`: the master that the
-# listed sentinels name for <service>. The password is the master's (and its replicas'); the sentinels
-# are asked without one, as redis-py's Sentinel does unless told otherwise.
-SENTINEL_SCHEME = "redis+sentinel"
-SENTINEL_PORT = 26379
-
-
-def is_sentinel_url(url: str) -> bool:
-    return urlsplit(url).scheme == SENTINEL_SCHEME
-
-
-@dataclass(frozen=True)
-class SentinelAddress:
-    sentinels: list[tuple[str, int]]
-    service: str
-    db: int = 0
-    username: str | None = None
-    password: str | None = None
-
-
-def parse_sentinel_url(url: str) -> SentinelAddress:
-    """The parts of a `redis+sentinel://` URL; a ValueError naming TENK_REDIS_URL when one is missing or wrong.
-
-    The URL itself is never in the message: it may carry the password.
-    """
-    form = "redis+sentinel://[:password@]host:port[,host:port...]/<service>[?db=N]"
-    parts = urlsplit(url)
-    if not parts.netloc.rpartition("@")[2].strip(", "):
-        raise ValueError(f"TENK_REDIS_URL: a sentinel URL names at least one sentinel: {form}")
-    username, password, sentinels = _split_netloc(parts.netloc, SENTINEL_PORT)
-    service = unquote(parts.path.strip("/"))
-    if not service or "/" in service:
-        raise ValueError(f"TENK_REDIS_URL: a sentinel URL ends with one service name (SENTINEL MASTERS): {form}")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"db"})
-    if unknown:
-        raise ValueError(f"TENK_REDIS_URL: unknown sentinel URL parameters {unknown}: {form}")
-    db = query.get("db", ["0"])[-1]
-    if not db.isdigit():
-        raise ValueError(f"TENK_REDIS_URL: db={db!r} is not a database number: {form}")
-    return SentinelAddress(sentinels, service, int(db), username, password)
 
 
 class BlockingSentinelConnectionPool(SentinelConnectionPool, BlockingConnectionPool):

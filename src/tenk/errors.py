@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from tenk.connections import POSTGRES_ERRORS, postgres_is_down
+from tenk.outages import POSTGRES_ERRORS, postgres_is_down
 from tenk.reply import Reply, as_response
 from tenk.resilience import BulkheadFullError, CircuitOpenError
 

@@ -15,9 +15,9 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tenk.catalog.settings import CatalogSettings
-from tenk.connections import is_sentinel_url, parse_sentinel_url
 from tenk.ingest.settings import IngestSettings
 from tenk.ops.settings import OpsSettings
+from tenk.redis_urls import is_sentinel_url, parse_sentinel_url
 from tenk.search.settings import SearchSettings
 from tenk.upstream.settings import UpstreamSettings
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tenk.lab.definition.mixes import load_mix
-from tenk.lab.results.documents import EndpointFigures, LoadFigures, Results, RungResult, ServerSample, Verdict
+from tenk.lab.documents import EndpointFigures, LoadFigures, Results, RungResult, ServerSample, Verdict
 from tests.ingest.conftest import spawn_worker
 
 __all__ = ["REALISTIC", "results", "spawn_worker"]

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, wait_http_ok
 from tests.conftest import AUTH, ServerProcess, Stack
 from tests.deploy.promql import (

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
 from tenk.ingest.tracelinks import SPAN_NAME
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.ops.logging import JsonFormatter
 from tenk.ops.settings import OpsSettings
 from tenk.ops.tracing import app_factory, install_trace_ids_in_logs, setup_tracing
@@ -305,7 +305,7 @@ def _pairs(reply: Any) -> list[tuple[object, list[tuple[bytes, object]]]]:
 def test_tracing_stays_off_without_an_endpoint() -> None:
     assert setup_tracing("tenk-api", OpsSettings()) is False
     assert app_factory("tenk.app:create_app", traced=False) == "tenk.app:create_app"
-    assert app_factory("tenk.app:create_app", traced=True) == "tenk.ops.tracing:create_traced_app"
+    assert app_factory("tenk.app:create_app", traced=True) == "tenk.app:create_traced_app"
     assert app_factory("benchmarks.hello:app", traced=True) == "benchmarks.hello:app"
 
 

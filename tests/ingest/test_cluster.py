@@ -14,10 +14,11 @@ import psutil
 import pytest
 import redis
 
-from tenk.connections import REDIS_DOWN, connect_redis, redis_from_url
+from tenk.connections import connect_redis, redis_from_url
 from tenk.ingest import keys
 from tenk.ingest.codec import parse_one
 from tenk.ingest.producer import StreamProducer
+from tenk.outages import REDIS_DOWN
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
 from tests.conftest import AUTH, Stack

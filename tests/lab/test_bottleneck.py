@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from tenk.lab.definition.ladder import load_ladder
+from tenk.lab.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
 from tenk.lab.measuring.bottleneck import attribute
+from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.processes import pin_tree
-from tenk.lab.measuring.runner import RunOptions, run_ladder
-from tenk.lab.results.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
+from tenk.lab.measuring.runner import run_ladder
 from tests.conftest import Stack
 from tests.lab.test_capacity import lab_env, mix_file
 
@@ -119,7 +120,7 @@ def test_each_ceiling_is_pinned_on_whoever_had_no_cpu_left(fig: LoadFigures, sam
 
 def test_the_ceiling_is_named_at_the_lowest_rate_that_failed_twice_not_at_a_stall() -> None:
     from tenk.lab.definition.ladder import RungConfig
-    from tenk.lab.measuring.runner import _ceiling
+    from tenk.lab.measuring.outcome import ceiling as ceiling_of
 
     stall = server(0.3, {"0": 0.3, "1": 0.99}, {"postgres": 0.9})  # a neighbour burst, measured again: passed
     ceiling = server(0.97, {"0": 0.99, "1": 0.4}, {"postgres": 0.2})
@@ -138,7 +139,7 @@ def test_the_ceiling_is_named_at_the_lowest_rate_that_failed_twice_not_at_a_stal
         elapsed_s=1.0,
         steps=steps,
     )
-    assert _ceiling(result, figures(), ServerSample(), RungConfig(cpus="0")).phrase() == "target on CPU 0"
+    assert ceiling_of(result, figures(), ServerSample(), RungConfig(cpus="0")).phrase() == "target on CPU 0"
 
 
 def test_an_undetermined_ceiling_names_who_used_what_and_the_busiest_besides_the_target() -> None:
@@ -153,7 +154,7 @@ def test_an_undetermined_ceiling_names_who_used_what_and_the_busiest_besides_the
 
 
 def test_the_report_prints_an_undetermined_ceiling_with_its_attribution() -> None:
-    from tenk.lab.results.report import headline
+    from tenk.lab.results.derivations import headline
     from tests.lab.test_compare import figures as figures_doc
     from tests.lab.test_compare import rung
 

@@ -15,8 +15,9 @@ import pytest
 
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.measuring.capacity import SearchPlan
+from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.progress import QuietProgress
-from tenk.lab.measuring.runner import RunOptions, run_ladder
+from tenk.lab.measuring.runner import run_ladder
 from tenk.lab.results import latency
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from tenk.cli import main
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.errors import NotReadyError
-from tenk.lab.measuring.runner import RunOptions, run_ladder
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.runner import run_ladder
 
 
 def test_mixes_lists_the_builtins() -> None:

@@ -4,9 +4,9 @@ summed, are busy, and not when one node is busy while another idles."""
 from __future__ import annotations
 
 from tenk.lab.definition.ladder import RungConfig
+from tenk.lab.documents import TARGET, LoadFigures, ServerSample
 from tenk.lab.measuring.bottleneck import attribute
-from tenk.lab.measuring.runner import target_cores
-from tenk.lab.results.documents import TARGET, LoadFigures, ServerSample
+from tenk.lab.measuring.outcome import target_cores
 
 
 def figures() -> LoadFigures:

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tenk.lab.definition.ladder import load_ladder
-from tenk.lab.measuring.runner import RunOptions, run_ladder
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.runner import run_ladder
 from tenk.stack import port_is_open
 from tests.conftest import free_port_run
 

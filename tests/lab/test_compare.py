@@ -15,11 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from tenk.cli import main
-from tenk.lab.driving.k6 import k6_binary, segment_args
-from tenk.lab.errors import LabError
-from tenk.lab.results import latency
-from tenk.lab.results.compare import compare_rows, merge_results
-from tenk.lab.results.documents import (
+from tenk.lab.documents import (
     EndpointFigures,
     LoadFigures,
     Machine,
@@ -30,7 +26,11 @@ from tenk.lab.results.documents import (
     Verdict,
     load_results,
 )
-from tenk.lab.results.report import markdown
+from tenk.lab.driving.k6 import k6_binary, segment_args
+from tenk.lab.errors import LabError
+from tenk.lab.results import latency
+from tenk.lab.results.compare import compare_rows, merge_results
+from tenk.lab.results.markdown import markdown
 from tests.conftest import ServerProcess, Stack
 
 

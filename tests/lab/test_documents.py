@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tenk.lab.definition.ladder import RungConfig
-from tenk.lab.results.documents import RungSettings, Second, load_results
-from tenk.lab.results.report import markdown
+from tenk.lab.documents import RungSettings, Second, load_results
+from tenk.lab.results.markdown import markdown
 
 # Two `tenk lab run`s of the smoke-sized presets (tests/lab/test_presets.py) at 95ede7a, the commit
 # before these maps were typed, kept whole: results.json and the report.md written beside it.

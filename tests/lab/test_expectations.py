@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tenk.lab.definition.expectations import HELD, NOT_HELD, NOT_MEASURED, ExpectationError, parse
-from tenk.lab.results.documents import Claim, RungResult, ServerSample
-from tenk.lab.results.report import check_expectations, claim_rows
+from tenk.lab.documents import Claim, RungResult, ServerSample
+from tenk.lab.results.derivations import check_expectations
+from tenk.lab.results.tables import claim_rows
 from tests.lab.test_compare import figures, result, rung
 
 MEASURED = {

@@ -11,11 +11,11 @@ import pytest
 
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.definition.mixes import load_mix
+from tenk.lab.documents import LoadFigures
 from tenk.lab.driving.generator import GeneratorCost, generator_verdict, run_measured
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.measuring.capacity import step_failures
 from tenk.lab.measuring.processes import ProcessSet, start_target
-from tenk.lab.results.documents import LoadFigures
 
 REPO = Path(__file__).resolve().parents[2]
 BUSY = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"

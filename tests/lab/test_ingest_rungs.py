@@ -21,7 +21,8 @@ import pytest
 import redis
 
 from tenk.lab.definition.ladder import load_ladder
-from tenk.lab.measuring.runner import RunOptions, run_ladder
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.runner import run_ladder
 from tenk.lab.measuring.state import REDIS_FLUSHED
 from tenk.stack import EmbeddedRedis
 from tenk.stack._ports import start_on_free_port

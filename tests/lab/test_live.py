@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tenk.lab.documents import Second
 from tenk.lab.driving.live import LiveTail
-from tenk.lab.results.documents import Second
 
 HEADER = "metric_name,timestamp,metric_value,check,error,error_code,expected_response,status\n"
 

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from tenk.lab.baselines import WSGI_BASELINES
 from tenk.lab.cli import PRESET_DIR
 from tenk.lab.definition.ladder import Claim, Ladder, RungConfig, load_ladder
-from tenk.lab.measuring.runner import RunOptions, run_ladder, time_bound_s
-from tenk.lab.results.documents import load_results
+from tenk.lab.documents import load_results
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.runner import run_ladder, time_bound_s
+from tenk.lab.targets.baselines import WSGI_BASELINES
 from tenk.settings import Settings
 from tenk.settings_doc import documented
 from tests.conftest import TEST_API_KEY, Stack
@@ -183,7 +184,7 @@ def test_every_claimed_ratio_is_derived_in_its_text_from_figures_in_the_cited_st
 def test_preset_baselines_are_plain_apps(name: str) -> None:
     for rung in preset(name).rungs:
         if rung.config.target.startswith("baseline:"):
-            module = importlib.import_module(f"tenk.lab.baselines.{rung.config.target.split(':', 1)[1]}")
+            module = importlib.import_module(f"tenk.lab.targets.baselines.{rung.config.target.split(':', 1)[1]}")
             if rung.config.target in WSGI_BASELINES:
                 assert rung.config.server == "gunicorn", "a WSGI app needs gunicorn's sync workers"
                 assert callable(module.app)

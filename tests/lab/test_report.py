@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tenk.lab.results.documents import CapacityResult, Claim, Results, Step
-from tenk.lab.results.report import charts, compare_rungs, html_report, markdown
+from tenk.lab.documents import CapacityResult, Claim, Results, Step
+from tenk.lab.results.derivations import compare_rungs
+from tenk.lab.results.html_report import charts, html_report
+from tenk.lab.results.markdown import markdown
 from tenk.lab.results.stats import INVALID
 from tests.lab.test_compare import figures, result
 

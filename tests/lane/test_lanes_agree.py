@@ -21,7 +21,7 @@ import httpx
 import orjson
 
 from tenk.app import create_app
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.lane import TenkAPI
 from tenk.pagination import cursor_codec
 from tenk.stack import free_port

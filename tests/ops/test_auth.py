@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 
-from tenk.ops.auth import digest, key_is_accepted
+from tenk.ops.api_keys import digest, key_is_accepted
 from tenk.settings import Settings
 from tests.conftest import AUTH, Stack
 

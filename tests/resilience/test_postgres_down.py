@@ -18,7 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tenk.connections import postgres_is_down
+from tenk.outages import postgres_is_down
 from tests.conftest import AUTH, ServerProcess, Stack
 
 # Transient or infrastructure failures, by the class asyncpg raises (the class carries the SQLSTATE).

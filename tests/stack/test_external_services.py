@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tenk.app import create_app
-from tenk.ops.auth import digest
+from tenk.ops.api_keys import digest
 from tenk.settings import Settings
 from tenk.stack import port_is_open
 from tenk.stack.migrate import migrate

@@ -6,7 +6,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.sentinel import MasterNotFoundError
 
-from tenk.connections import REDIS_DOWN, BlockingSentinelConnectionPool, create_redis, redis_from_url, redis_is_down
+from tenk.connections import BlockingSentinelConnectionPool, create_redis, redis_from_url
+from tenk.outages import REDIS_DOWN, redis_is_down
 from tenk.settings import Settings
 from tenk.stack.redis_sentinel import LocalRedisSentinel
 

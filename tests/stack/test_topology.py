@@ -11,7 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, port_is_open
 from tests.conftest import VENV_BIN, free_port_run
 from tests.stack.open_loop import OpenLoop

@@ -6,7 +6,7 @@ import asyncio
 import re
 import time
 
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tests.upstream.conftest import QuotesClient
 
 BREAKER_KNOBS = {"breaker_min_calls": 4, "breaker_open_s": 1, "breaker_window_s": 30, "cache_ttl_s": 0}

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tenk.lab.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
 from tests.conftest import ServerProcess, Stack
 
 PARKED = 2_000

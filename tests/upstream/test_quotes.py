@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tests.upstream.conftest import QuotesClient, wait_until_parked
 
 

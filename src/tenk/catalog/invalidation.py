@@ -47,7 +47,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from tenk.catalog import keys, metrics, queries
-from tenk.connections import POSTGRES_ERRORS, REDIS_DOWN
+from tenk.outages import POSTGRES_ERRORS, REDIS_DOWN
 from tenk.pubsub import Broadcast, Receipt
 
 logger = logging.getLogger("tenk.catalog.invalidation")

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from prometheus_client import Counter
 
-from tenk.ops.metrics import CACHE_LOOKUPS
+from tenk.ops.metrics import cache_lookup_counter
 
 # Pre-bound children: label lookup is not free on a path that runs 10k times a second.
-LOCAL_HIT = CACHE_LOOKUPS.labels("product", "local", "hit")
-LOCAL_MISS = CACHE_LOOKUPS.labels("product", "local", "miss")
-REDIS_HIT = CACHE_LOOKUPS.labels("product", "redis", "hit")
-REDIS_MISS = CACHE_LOOKUPS.labels("product", "redis", "miss")
-REDIS_ERROR = CACHE_LOOKUPS.labels("product", "redis", "error")
+LOCAL_HIT = cache_lookup_counter("product", "local", "hit")
+LOCAL_MISS = cache_lookup_counter("product", "local", "miss")
+REDIS_HIT = cache_lookup_counter("product", "redis", "hit")
+REDIS_MISS = cache_lookup_counter("product", "redis", "miss")
+REDIS_ERROR = cache_lookup_counter("product", "redis", "error")
 DB_READS = Counter("tenk_catalog_db_reads_total", "Product reads that reached Postgres.", ["path"])
 DB_READ_NORMAL = DB_READS.labels("normal")
 DB_READ_FALLBACK = DB_READS.labels("redis_down")

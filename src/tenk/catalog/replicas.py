@@ -21,7 +21,8 @@ from collections.abc import Iterator
 import asyncpg
 
 from tenk.catalog import metrics, queries
-from tenk.connections import POSTGRES_ERRORS, create_pg_pool, postgres_is_down
+from tenk.connections import create_pg_pool
+from tenk.outages import POSTGRES_ERRORS, postgres_is_down
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.catalog.replicas")

@@ -30,10 +30,10 @@ from tenk.catalog import keys, metrics, queries
 from tenk.catalog.invalidation import Invalidator
 from tenk.catalog.replicas import Replicas, WrittenLsn
 from tenk.catalog.settings import CatalogSettings
-from tenk.connections import POSTGRES_ERRORS, REDIS_DOWN, postgres_is_down, redis_is_down
 from tenk.errors import error_body
 from tenk.local_cache import TtlCache
 from tenk.ops.metrics import live_gauges
+from tenk.outages import POSTGRES_ERRORS, REDIS_DOWN, postgres_is_down, redis_is_down
 from tenk.resilience import Backoff, Bulkhead, CircuitBreaker, CircuitOpenError, SingleFlight
 
 logger = logging.getLogger("tenk.catalog.service")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import orjson
 
-from tenk.connections import REDIS_DOWN
 from tenk.errors import error_body
 from tenk.ingest import codec
 from tenk.ingest.producer import BacklogFull, NotReplicated
 from tenk.ingest.schemas import MAX_BATCH, MAX_IDEMPOTENCY_KEY
 from tenk.ingest.service import IngestService
+from tenk.outages import REDIS_DOWN
 from tenk.reply import Reply
 
 _TOO_MANY = error_body("payload_too_large", f"a batch holds at most {MAX_BATCH} events")

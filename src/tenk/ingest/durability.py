@@ -18,8 +18,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from tenk.connections import REDIS_DOWN, reply_text
+from tenk.connections import reply_text
 from tenk.ingest.settings import Durability
+from tenk.outages import REDIS_DOWN
 
 logger = logging.getLogger("tenk.ingest.durability")
 

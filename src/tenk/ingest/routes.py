@@ -8,7 +8,6 @@ import orjson
 from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
-from tenk.connections import REDIS_DOWN
 from tenk.errors import InvalidInputError, NotFoundError, error_response
 from tenk.ingest import keys, queries
 from tenk.ingest.accept import accept_batch, accept_one
@@ -27,6 +26,7 @@ from tenk.ingest.stream import summed_counters
 from tenk.lane import ContentType, IdempotencyKey, RawBody, app_state, hot
 from tenk.models import errors_documented
 from tenk.ops.auth import require_reader, require_writer
+from tenk.outages import REDIS_DOWN
 from tenk.pagination import CursorCodec, cursors, keyset_page
 from tenk.reply import Reply
 

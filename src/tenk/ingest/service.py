@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from tenk.background import cancel_and_wait, raise_if_cancelled
-from tenk.connections import REDIS_DOWN, connect_redis, create_redis
+from tenk.connections import connect_redis, create_redis
 from tenk.ingest import keys
 from tenk.ingest.durability import DurabilityGuard
 from tenk.ingest.producer import StreamProducer
@@ -20,6 +20,7 @@ from tenk.ingest.settings import IngestSettings
 from tenk.ingest.stream import Backlog, ensure_group, read_backlogs, shards_in_use
 from tenk.ops.metrics import live_gauges
 from tenk.ops.tracing import tracing_on
+from tenk.outages import REDIS_DOWN
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.ingest.service")

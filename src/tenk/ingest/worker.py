@@ -51,14 +51,7 @@ import asyncpg
 from redis.exceptions import ResponseError
 
 from tenk.background import cancel_and_wait, raise_if_cancelled
-from tenk.connections import (
-    POSTGRES_ERRORS,
-    REDIS_DOWN,
-    connect_redis,
-    pooler_connect_kwargs,
-    redis_from_url,
-    reply_text,
-)
+from tenk.connections import connect_redis, pooler_connect_kwargs, redis_from_url, reply_text
 from tenk.ingest import codec, dead_letters, keys, metrics, partitions
 from tenk.ingest.stream import (
     Backlog,
@@ -70,6 +63,7 @@ from tenk.ingest.stream import (
 )
 from tenk.ingest.writer import CONFLICT, DeadLetter, GiveUp, PostgresWriter, SchemaMissing
 from tenk.ops.tracing import tracing_on
+from tenk.outages import POSTGRES_ERRORS, REDIS_DOWN
 from tenk.resilience.backoff import Backoff
 from tenk.settings import Settings
 

@@ -58,8 +58,9 @@ def run(
     from tenk.lab.definition.ladder import load_ladder
     from tenk.lab.driving.k6 import k6_binary, parse_segment
     from tenk.lab.driving.wrk import wrk_binary
+    from tenk.lab.measuring.options import RunOptions
     from tenk.lab.measuring.progress import QuietProgress, RichProgress
-    from tenk.lab.measuring.runner import RunOptions, run_ladder
+    from tenk.lab.measuring.runner import run_ladder
 
     if (ladder_file is None) == (preset is None):
         raise click.UsageError("give a LADDER_FILE or --preset NAME (one of them)")
@@ -157,8 +158,8 @@ def _percent(value: str | None) -> float | None:
 )
 def compare(a: Path, b: Path, fail_on: str | None) -> None:
     """Per-rung comparison of B against A, each labelled faster / slower / no detectable change."""
+    from tenk.lab.documents import load_results
     from tenk.lab.results.compare import compare_rows, provenance_warnings, regressions
-    from tenk.lab.results.documents import load_results
 
     threshold = _percent(fail_on)
     base, new = load_results(a), load_results(b)
@@ -170,7 +171,7 @@ def compare(a: Path, b: Path, fail_on: str | None) -> None:
     console = Console()
     if not console.is_terminal:
         # Piped or redirected: a Markdown table, whole and pasteable, instead of one cut to 80 columns.
-        from tenk.lab.results.report import md_table
+        from tenk.lab.results.markdown import md_table
 
         click.echo(f"A = {a}\nB = {b}\n\n{md_table(rows)}")
     else:
@@ -210,8 +211,8 @@ def merge(
 ) -> None:
     """Merge results from `--segment i/n` runs on several generator machines into one."""
     from tenk.lab.definition.mixes import load_mix
+    from tenk.lab.documents import load_results
     from tenk.lab.results.compare import MERGE_NOTE, load_summary, result_from_summary, write_merged
-    from tenk.lab.results.documents import load_results
 
     if k6_summaries:
         if mix_name is None or rate is None or duration_s is None:

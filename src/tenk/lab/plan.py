@@ -21,8 +21,9 @@ import click
 from tenk.ingest.schemas import MAX_BATCH
 from tenk.ingest.settings import IngestSettings
 from tenk.lab.definition.mixes import Mix, load_mix
+from tenk.lab.documents import RungResult, load_results
 from tenk.lab.errors import LabError
-from tenk.lab.results.documents import RungResult, load_results
+from tenk.lab.results.derivations import cpu_ms_per_request
 
 Basis = Literal["measured", "projected"]
 
@@ -85,14 +86,6 @@ def load_rungs(results: Path) -> list[Rung]:
     """Every rung of every results.json under `results` (a run folder, or a folder of them)."""
     files = [results] if results.is_file() else sorted(results.rglob("results.json"))
     return [Rung(path.parent, rung) for path in files for rung in load_results(path).rungs]
-
-
-def cpu_ms_per_request(rung: RungResult) -> float | None:
-    # The report's definition; imported here, not at the top: the report pulls in plotly, and `tenk`
-    # loads this module to register the command.
-    from tenk.lab.results.report import cpu_ms_per_request as measured
-
-    return measured(rung)
 
 
 def _mix_name(rung: Rung) -> str:

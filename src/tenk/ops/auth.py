@@ -5,33 +5,13 @@ We store digests, not keys, so a leaked settings file does not leak a usable key
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-
 from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tenk.errors import ForbiddenError, UnauthorizedError
+from tenk.ops.api_keys import key_is_accepted
 
 bearer_scheme = HTTPBearer(auto_error=False, description="An API key issued by `tenk up` or your operator.")
-
-
-def digest(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def new_api_key() -> str:
-    return "tk_" + secrets.token_urlsafe(32)
-
-
-def key_is_accepted(key: str, accepted_digests: list[str]) -> bool:
-    presented = digest(key).encode()
-    matched = False
-    # No early exit: the time taken must not tell which digest, if any, matched.
-    for accepted in accepted_digests:
-        matched |= hmac.compare_digest(presented, accepted.encode())
-    return matched
 
 
 def check_credentials(credentials: HTTPAuthorizationCredentials | None, accepted_digests: list[str]) -> None:

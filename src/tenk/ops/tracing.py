@@ -4,13 +4,13 @@ Invariant: with tracing off nothing here is imported or wrapped, so the request 
 did (the opentelemetry packages are the optional `otel` extra). With it on:
 
 - every request gets a server span, the hot lane included: whatever serves tenk's app through
-  `tenk.serving.server_argv` (`tenk serve`, the lab, the benchmarks) loads `create_traced_app` instead,
+  `tenk.serving.server_argv` (`tenk serve`, the lab, the benchmarks) loads `tenk.app:create_traced_app` instead,
   which wraps the whole app, outside the lane, in `tenk.ops.server_spans` (sampler first: an unsampled
   request costs next to nothing);
 - Postgres (asyncpg), Redis (redis-py, the Redis cache layer and the stream) and the upstream call
   (aiohttp) get client spans from their instrumentation libraries, children of the request's span;
 - the in-process cache layers add events (`cache.lookup`: cache, layer, result) to the current span,
-  counted where their Prometheus counters are: no hook in the cache code;
+  through the hook `tenk.ops.metrics` offers on the counters they already count: nothing in the cache code;
 - JSON log lines carry `trace_id` and `span_id` when a span is current.
 
 `tenk worker` calls `setup_tracing` too. Each batch write gets a span (`ingest.write`: the COPY, dead
@@ -22,7 +22,7 @@ batch carry that span's ids.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from tenk.ops.settings import OpsSettings
@@ -30,6 +30,7 @@ from tenk.ops.settings import OpsSettings
 logger = logging.getLogger("tenk.tracing")
 
 DEFAULT_APP = "tenk.app:create_app"
+TRACED_APP = "tenk.app:create_traced_app"
 
 # Set by `setup_tracing`: read once by what adds per-event work only when tracing (the stream producer,
 # the worker), so that with tracing off they do exactly what they did.
@@ -41,33 +42,15 @@ def tracing_on() -> bool:
     return _on
 
 
-def _cache_counters() -> list[tuple[Any, str, str, str]]:
-    from tenk.catalog import metrics as catalog
-    from tenk.upstream import metrics as upstream
-
-    return [
-        (catalog.LOCAL_HIT, "product", "local", "hit"),
-        (catalog.LOCAL_MISS, "product", "local", "miss"),
-        (catalog.REDIS_HIT, "product", "redis", "hit"),
-        (catalog.REDIS_MISS, "product", "redis", "miss"),
-        (catalog.REDIS_ERROR, "product", "redis", "error"),
-        (upstream.CACHE_HIT, "quote", "local", "hit"),
-        (upstream.CACHE_MISS, "quote", "local", "miss"),
-    ]
-
-
 def _record_cache_events() -> None:
     from opentelemetry import trace
 
-    def counting_with_event(count: Callable[..., None], attributes: dict[str, str]) -> Callable[..., None]:
-        def inc(amount: float = 1) -> None:
-            count(amount)
-            trace.get_current_span().add_event("cache.lookup", attributes)
+    from tenk.ops.metrics import add_cache_lookup_hook
 
-        return inc
+    def add_event(labels: Mapping[str, str]) -> None:
+        trace.get_current_span().add_event("cache.lookup", labels)
 
-    for counter, cache, layer, result in _cache_counters():
-        counter.inc = counting_with_event(counter.inc, {"cache": cache, "layer": layer, "result": result})
+    add_cache_lookup_hook(add_event)
 
 
 def install_trace_ids_in_logs() -> None:
@@ -128,22 +111,6 @@ def _traces_url(endpoint: str) -> str:
     return endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
 
 
-def create_traced_app() -> Any:
-    """The app factory `tenk serve` uses when TENK_OPS_OTEL_ENDPOINT is set: tenk's app inside the server
-    spans, so that the hot lane's requests get their server span too."""
-    from opentelemetry import trace
-
-    from tenk.app import create_app
-    from tenk.ops.server_spans import ServerSpans
-    from tenk.settings import Settings
-
-    # The server calls this factory with no arguments: this process's entry point reads the tree.
-    settings = Settings()
-    app = create_app(settings)
-    setup_tracing("tenk-api", settings.ops)
-    return ServerSpans(app, trace.get_tracer("tenk.http"), frozenset({"/health", "/ready", "/metrics"}))
-
-
 def app_factory(default: str, traced: bool) -> str:
     """The app factory to serve: the traced one when tracing is asked for and tenk's own app is served."""
-    return "tenk.ops.tracing:create_traced_app" if traced and default == DEFAULT_APP else default
+    return TRACED_APP if traced and default == DEFAULT_APP else default

@@ -21,8 +21,9 @@ import asyncpg
 import orjson
 from fastapi import FastAPI
 
-from tenk.connections import create_pg_pool, postgres_is_down
+from tenk.connections import create_pg_pool
 from tenk.errors import UnavailableError
+from tenk.outages import postgres_is_down
 from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
 from tenk.search.admission import Doorkeeper
 from tenk.search.pages import ResultPages

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tenk.ops.auth import digest, new_api_key
+from tenk.ops.api_keys import digest, new_api_key
 
 KEY_FILE = "dev-api-key"
 DIGEST_FILE = "dev-api-key.sha256"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from tenk.ops.metrics import CACHE_LOOKUPS
+from tenk.ops.metrics import cache_lookup_counter
 
 CALL_LATENCY = Histogram(
     "tenk_upstream_call_duration_seconds",
@@ -17,8 +17,8 @@ COALESCED = Counter("tenk_upstream_coalesced_total", "Quote requests that joined
 # Pre-bound children: label lookup is not free on a hot path.
 REJECTED_BULKHEAD = REJECTIONS.labels("bulkhead")
 REJECTED_BREAKER = REJECTIONS.labels("breaker")
-CACHE_HIT = CACHE_LOOKUPS.labels("quote", "local", "hit")
-CACHE_MISS = CACHE_LOOKUPS.labels("quote", "local", "miss")
+CACHE_HIT = cache_lookup_counter("quote", "local", "hit")
+CACHE_MISS = cache_lookup_counter("quote", "local", "miss")
 LATENCY_OK = CALL_LATENCY.labels("ok")
 LATENCY_NOT_FOUND = CALL_LATENCY.labels("not_found")
 LATENCY_ERROR = CALL_LATENCY.labels("error")

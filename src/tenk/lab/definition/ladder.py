@@ -20,8 +20,8 @@ from tenk.lab.definition._toml import Where, load
 from tenk.lab.definition._tomlpos import locate
 from tenk.lab.definition.fields import RungFields, RungTable, explain
 from tenk.lab.definition.mixes import Mix, load_mix
+from tenk.lab.documents import Claim as Claim
 from tenk.lab.errors import ConfigError
-from tenk.lab.results.documents import Claim as Claim
 from tenk.stack.topology import TOPOLOGIES  # the claim a ladder states is the one results.json carries
 
 DEFAULT_REPEATS = 3

@@ -13,12 +13,12 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from tenk.lab.definition.mixes import Mix
+from tenk.lab.documents import EndpointFigures, LoadFigures, Second
 from tenk.lab.driving.generator import generator_verdict, run_measured
 from tenk.lab.driving.k6script import ERROR_REASONS, TIME_UNIT_S, k6_script, plan
 from tenk.lab.driving.live import LiveTail
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
-from tenk.lab.results.documents import EndpointFigures, LoadFigures, Second
 from tenk.lab.results.latency import encode, histogram_from_k6_csv
 
 

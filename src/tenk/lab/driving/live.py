@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tenk.lab.results.documents import Second
+from tenk.lab.documents import Second
 
 
 @dataclass

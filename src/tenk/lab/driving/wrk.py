@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from tenk.lab.definition.mixes import PLACEHOLDER, Endpoint, Mix, Var, placeholder_value, template_pieces
+from tenk.lab.documents import LoadFigures
 from tenk.lab.driving.generator import generator_verdict, run_measured
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
-from tenk.lab.results.documents import LoadFigures
 
 
 class WrkSummary(GeneratorSummary):

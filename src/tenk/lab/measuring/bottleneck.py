@@ -14,8 +14,7 @@ target can use. Output: a `Bottleneck`.
 
 from __future__ import annotations
 
-from tenk.lab.driving.generator import GENERATOR_BOUND_UTIL
-from tenk.lab.results.documents import (
+from tenk.lab.documents import (
     DEPENDENCY,
     GENERATOR,
     NEIGHBOURS,
@@ -26,6 +25,7 @@ from tenk.lab.results.documents import (
     LoadFigures,
     ServerSample,
 )
+from tenk.lab.driving.generator import GENERATOR_BOUND_UTIL
 
 SATURATED = 0.90
 # A role must hold at least this share of a saturated core to be named as its consumer.

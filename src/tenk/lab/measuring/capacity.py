@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tenk.lab.results.documents import CapacityResult, LoadFigures, ServerSample, Step
+from tenk.lab.documents import CapacityResult, LoadFigures, ServerSample, Step
 
 MAX_ERROR_RATE = 0.001
 # k6 start-up, graceful stop and the pause between steps, per step, beyond its measured seconds.

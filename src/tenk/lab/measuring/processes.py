@@ -19,11 +19,11 @@ from typing import Protocol
 import psutil
 
 from tenk.interrupts import run, sigterm_as_ctrl_c
-from tenk.lab.baselines import WSGI_BASELINES
 from tenk.lab.cpus import cpu_set
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.driving.generator import pinned
 from tenk.lab.errors import LabError, NotReadyError
+from tenk.lab.targets.baselines import WSGI_BASELINES
 from tenk.serving import server_argv
 from tenk.settings import ServerName, Settings
 from tenk.stack import (
@@ -130,7 +130,7 @@ def target_app(config: RungConfig) -> str:
     if config.target == "tenk":
         return "tenk.app:create_app"
     if config.target.startswith("baseline:"):
-        return f"tenk.lab.baselines.{config.target.split(':', 1)[1]}:app"
+        return f"tenk.lab.targets.baselines.{config.target.split(':', 1)[1]}:app"
     return config.target
 
 

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tenk.lab.results.documents import LoadFigures, Second
+from tenk.lab.documents import LoadFigures, Second
 
 
 class Progress(Protocol):

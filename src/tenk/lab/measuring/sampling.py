@@ -12,7 +12,7 @@ import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tenk.lab.results.documents import GaugeFigures, ServerSample
+from tenk.lab.documents import GaugeFigures, ServerSample
 
 Known = Callable[[], dict[str, int]]
 

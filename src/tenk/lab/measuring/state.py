@@ -26,7 +26,7 @@ import httpx
 import psycopg
 import redis
 
-from tenk.lab.results.documents import IngestFigures, UpstreamStats
+from tenk.lab.documents import IngestFigures, UpstreamStats
 
 TIMEOUT_S = 5.0
 TARGET_RESET = "target restarted for this repeat (in-process caches empty)"

@@ -7,10 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tenk.lab.definition.mixes import Mix
-from tenk.lab.driving.k6 import K6Summary, figures_from_summary
-from tenk.lab.errors import LabError, MalformedFileError
-from tenk.lab.results import latency
-from tenk.lab.results.documents import (
+from tenk.lab.documents import (
     EndpointFigures,
     LoadFigures,
     Metrics,
@@ -19,8 +16,11 @@ from tenk.lab.results.documents import (
     ServerSample,
     Verdict,
 )
+from tenk.lab.driving.k6 import K6Summary, figures_from_summary
+from tenk.lab.errors import LabError, MalformedFileError
+from tenk.lab.results import latency
+from tenk.lab.results.derivations import HIGHER_IS_BETTER, compare_rungs, cpu_ms_per_request, metric_value
 from tenk.lab.results.provenance import differences
-from tenk.lab.results.report import HIGHER_IS_BETTER, compare_rungs, cpu_ms_per_request, metric_value, write_reports
 from tenk.lab.results.stats import supports_regression
 from tenk.lab.results.summary import summarise_rung
 
@@ -255,6 +255,9 @@ def write_merged(parts: list[Results], out: Path) -> Results:
     merged = merge_results(parts)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(merged.model_dump_json(indent=2))
+    # Here, not at the top: the HTML report loads plotly, which `tenk lab compare` must not pay for.
+    from tenk.lab.results.report import write_reports
+
     write_reports(merged, out)
     return merged
 

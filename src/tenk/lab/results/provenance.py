@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from tenk.lab.definition.ladder import Ladder
-from tenk.lab.results.documents import Provenance
+from tenk.lab.documents import Provenance
 
 PACKAGES = ("tenk", "granian", "uvicorn", "gunicorn", "fastapi", "starlette", "asyncpg", "redis", "uvloop")
 # What must match for two runs to be comparable without a warning.

@@ -21,7 +21,7 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from tenk.lab.results.documents import Estimate
+from tenk.lab.documents import Estimate
 
 RESAMPLES = 10_000
 SEED = 0

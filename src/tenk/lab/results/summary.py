@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tenk.lab.results.documents import RungResult
+from tenk.lab.documents import RungResult
 from tenk.lab.results.stats import estimate
 
 

@@ -19,10 +19,10 @@ from typing import Any, cast
 import httptools
 import orjson
 
-from tenk.lab.mock_upstream.profile import Outcome, Profile, ProfileError, Sampler
-from tenk.lab.mock_upstream.stats import Stats
+from tenk.lab.targets.mock_upstream.profile import Outcome, Profile, ProfileError, Sampler
+from tenk.lab.targets.mock_upstream.stats import Stats
 
-logger = logging.getLogger("tenk.lab.mock_upstream")
+logger = logging.getLogger("tenk.lab.targets.mock_upstream")
 
 QUOTE_PREFIX = "/v1/quotes/"
 MAX_SYMBOL_LENGTH = 64

@@ -14,7 +14,7 @@ from typing import NotRequired
 # pydantic validates a TypedDict only from typing_extensions before Python 3.12 (pydantic depends on it).
 from typing_extensions import TypedDict
 
-from tenk.lab.mock_upstream.profile import ProfileValues
+from tenk.lab.targets.mock_upstream.profile import ProfileValues
 
 # Log-spaced buckets, 5% wide, from 0.05 ms to about 10 minutes: quantiles are read to within 5%.
 _GROWTH = 1.05

@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 from pydantic import TypeAdapter
 
-from tenk.lab.mock_upstream.profile import Profile, ProfileValues
-from tenk.lab.mock_upstream.stats import StatsSnapshot
+from tenk.lab.targets.mock_upstream.profile import Profile, ProfileValues
+from tenk.lab.targets.mock_upstream.stats import StatsSnapshot
 from tenk.stack import Spawned, start_http_server
 
 # The mock's answers are another process's JSON: checked on arrival, so a changed field fails here, named.

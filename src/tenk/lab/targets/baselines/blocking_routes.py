@@ -21,11 +21,11 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 from fastapi import Depends, FastAPI, Request
 
 from tenk.ingest.schemas import Accepted, EventIn
-from tenk.lab.baselines import blocking_io as io
-from tenk.lab.baselines import schemas as s
-from tenk.lab.baselines.base import baseline_app
-from tenk.lab.baselines.blocking_io import Connection, Resources
-from tenk.lab.baselines.config import NaiveConfig
+from tenk.lab.targets.baselines import blocking_io as io
+from tenk.lab.targets.baselines import schemas as s
+from tenk.lab.targets.baselines.base import baseline_app
+from tenk.lab.targets.baselines.blocking_io import Connection, Resources
+from tenk.lab.targets.baselines.config import NaiveConfig
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -14,9 +14,9 @@ from contextlib import AbstractAsyncContextManager
 import httpx
 from fastapi import FastAPI
 
-from tenk.lab.baselines.access_log import AccessLog, configure_access_logger
-from tenk.lab.baselines.config import NaiveConfig
-from tenk.lab.baselines.errors import install_baseline_error_handlers
+from tenk.lab.targets.baselines.access_log import AccessLog, configure_access_logger
+from tenk.lab.targets.baselines.config import NaiveConfig
+from tenk.lab.targets.baselines.errors import install_baseline_error_handlers
 
 TLS = httpx.create_ssl_context()
 

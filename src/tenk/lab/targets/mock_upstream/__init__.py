@@ -7,10 +7,10 @@ GET  /health               200 once listening
 PUT  /admin/latency        {"p50_ms":..,"p99_ms":..,"error_rate":..,"hang_rate":..}, any subset
 """
 
-from tenk.lab.mock_upstream.process import MockUpstreamProcess, start_mock_upstream
-from tenk.lab.mock_upstream.profile import Draw, Outcome, Profile, ProfileError, Sampler
-from tenk.lab.mock_upstream.server import run, serve
-from tenk.lab.mock_upstream.stats import Stats
+from tenk.lab.targets.mock_upstream.process import MockUpstreamProcess, start_mock_upstream
+from tenk.lab.targets.mock_upstream.profile import Draw, Outcome, Profile, ProfileError, Sampler
+from tenk.lab.targets.mock_upstream.server import run, serve
+from tenk.lab.targets.mock_upstream.stats import Stats
 
 __all__ = [
     "Draw",

@@ -21,7 +21,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, wait_http_ok
 from tests.conftest import VENV_BIN, Stack
 
@@ -64,7 +64,13 @@ def start_baseline(
         env = stack.env(TENK_UPSTREAM_URL=upstream_url, PGAPPNAME=app_name, **knobs)
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [str(VENV_BIN / "uvicorn"), f"tenk.lab.baselines.{name}:app", "--port", str(port), "--no-access-log"],
+                [
+                    str(VENV_BIN / "uvicorn"),
+                    f"tenk.lab.targets.baselines.{name}:app",
+                    "--port",
+                    str(port),
+                    "--no-access-log",
+                ],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -271,7 +277,7 @@ def test_blocking_baselines_run_def_or_async_def_handlers_as_named(name: str) ->
 
     from fastapi.routing import APIRoute
 
-    app = importlib.import_module(f"tenk.lab.baselines.{name}").app
+    app = importlib.import_module(f"tenk.lab.targets.baselines.{name}").app
     routes = [route for route in app.routes if isinstance(route, APIRoute)]
     assert {asyncio.iscoroutinefunction(route.endpoint) for route in routes} == {name == "naive_blocking"}
 

@@ -7,7 +7,7 @@ per request, no cache, one INSERT plus commit per event. Knobs (env): NAIVE_POOL
 AsyncConnectionPool instead, the pooling study's fix), NAIVE_REDIS_CACHE=1 (cache-aside for
 GET /products/{id} with a Redis pool built on every request, as the product-API study published it),
 NAIVE_REDIS_CACHE=shared (one pool per process), NAIVE_REDIS_PROTOCOL=3 (RESP3), NAIVE_ACCESS_LOG=0.
-Serve it as a plain app: `uvicorn tenk.lab.baselines.naive_async:app`.
+Serve it as a plain app: `uvicorn tenk.lab.targets.baselines.naive_async:app`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from tenk.errors import ConflictError, InvalidInputError
 from tenk.ingest.schemas import Accepted, EventIn
-from tenk.lab.baselines import queries
-from tenk.lab.baselines.base import TLS, baseline_app
-from tenk.lab.baselines.config import NaiveConfig
-from tenk.lab.baselines.keys import PRODUCT_TTL_S, product_key
-from tenk.lab.baselines.paging import decode_after, encode_after
-from tenk.lab.baselines.schemas import (
+from tenk.lab.targets.baselines import queries
+from tenk.lab.targets.baselines.base import TLS, baseline_app
+from tenk.lab.targets.baselines.config import NaiveConfig
+from tenk.lab.targets.baselines.keys import PRODUCT_TTL_S, product_key
+from tenk.lab.targets.baselines.paging import decode_after, encode_after
+from tenk.lab.targets.baselines.schemas import (
     After,
     Limit,
     Product,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from tenk.lab.mock_upstream import MockUpstreamProcess
+from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import Spawned
 
 

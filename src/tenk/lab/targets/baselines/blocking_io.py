@@ -24,12 +24,12 @@ from psycopg_pool import ConnectionPool
 
 from tenk.errors import ConflictError, InvalidInputError
 from tenk.ingest.schemas import Accepted, EventIn
-from tenk.lab.baselines import queries
-from tenk.lab.baselines.base import TLS
-from tenk.lab.baselines.config import NaiveConfig
-from tenk.lab.baselines.keys import PRODUCT_TTL_S, product_key
-from tenk.lab.baselines.paging import decode_after, encode_after
-from tenk.lab.baselines.schemas import (
+from tenk.lab.targets.baselines import queries
+from tenk.lab.targets.baselines.base import TLS
+from tenk.lab.targets.baselines.config import NaiveConfig
+from tenk.lab.targets.baselines.keys import PRODUCT_TTL_S, product_key
+from tenk.lab.targets.baselines.paging import decode_after, encode_after
+from tenk.lab.targets.baselines.schemas import (
     Product,
     ProductIn,
     ProductPage,

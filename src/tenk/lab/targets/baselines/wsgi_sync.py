@@ -9,7 +9,7 @@ measured at its fastest and the comparison is the concurrency model's, not the f
 Routes: GET /health, /ping and /search (the search study's endpoint, the same query, ranking, validation
 and error bodies as the FastAPI baselines). Knobs (env): NAIVE_POOL=1 (a connection pool per worker
 process, opened on its first request, after gunicorn forked it), NAIVE_ACCESS_LOG=0.
-Serve it: `gunicorn --worker-class sync tenk.lab.baselines.wsgi_sync:app`.
+Serve it: `gunicorn --worker-class sync tenk.lab.targets.baselines.wsgi_sync:app`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.responses import Response
 
 from tenk.errors import TenkError, error_response, response_for, validation_fields
-from tenk.lab.baselines import blocking_io as io
-from tenk.lab.baselines.access_log import configure_access_logger, log_request
-from tenk.lab.baselines.config import NaiveConfig
-from tenk.lab.baselines.errors import MAPPED_TYPES, driver_error_response
+from tenk.lab.targets.baselines import blocking_io as io
+from tenk.lab.targets.baselines.access_log import configure_access_logger, log_request
+from tenk.lab.targets.baselines.config import NaiveConfig
+from tenk.lab.targets.baselines.errors import MAPPED_TYPES, driver_error_response
 from tenk.models import PgText
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]

@@ -6,11 +6,11 @@ request, pydantic models validating and serialising every response, an access lo
 cache, and one INSERT plus commit per event. Knobs (env): NAIVE_POOL=1 (a connection pool instead),
 NAIVE_REDIS_CACHE=1|shared (cache-aside for GET /products/{id}, a new client per request or one shared
 pool), NAIVE_REDIS_PROTOCOL=3 (RESP3), NAIVE_ACCESS_LOG=0.
-Serve it as a plain app: `uvicorn tenk.lab.baselines.naive_sync:app`.
+Serve it as a plain app: `uvicorn tenk.lab.targets.baselines.naive_sync:app`.
 """
 
 from __future__ import annotations
 
-from tenk.lab.baselines.blocking_routes import blocking_app
+from tenk.lab.targets.baselines.blocking_routes import blocking_app
 
 app = blocking_app("naive_sync", on_loop=False)

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from tenk.lab.mock_upstream import Outcome, Profile, ProfileError, Sampler
+from tenk.lab.targets.mock_upstream import Outcome, Profile, ProfileError, Sampler
 
 
 def _quantile(values: list[float], q: float) -> float:

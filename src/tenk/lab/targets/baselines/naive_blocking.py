@@ -6,11 +6,11 @@ Each call holds the event loop until its answer is in, so the process serves one
 this is the product-API study's legacy code (000, whose `time.sleep` stood in for such waits; here the
 waits are real, Postgres and the mock vendor) and the cause of the ladder study's 1.68 RPS (001).
 The routes, knobs and data layer are `naive_sync`'s; only the thread the calls block differs.
-Serve it as a plain app: `uvicorn tenk.lab.baselines.naive_blocking:app`.
+Serve it as a plain app: `uvicorn tenk.lab.targets.baselines.naive_blocking:app`.
 """
 
 from __future__ import annotations
 
-from tenk.lab.baselines.blocking_routes import blocking_app
+from tenk.lab.targets.baselines.blocking_routes import blocking_app
 
 app = blocking_app("naive_blocking", on_loop=True)

@@ -1,0 +1,148 @@
+"""What one repeat of a rung adds up to: its ceiling, its CPU per request, its verdict and notes, as the
+`RungResult` the results stage reads. Pure functions of what was measured; nothing here starts or drives."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import cast
+
+from tenk.lab.cpus import cpu_set
+from tenk.lab.definition.ladder import Rung, RungConfig
+from tenk.lab.documents import (
+    Bottleneck,
+    CapacityResult,
+    LoadFigures,
+    Metrics,
+    RungResult,
+    RungSettings,
+    ServerSample,
+    Verdict,
+)
+from tenk.lab.driving.summary import GeneratorSummary
+from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up
+from tenk.lab.measuring.capacity import step_failures
+from tenk.lab.measuring.sampling import metrics_delta, metrics_gauges
+
+# Other processes busy on the target's CPUs beyond this many cores make the rung's figures suspect.
+NEIGHBOUR_NOTE_CORES = 0.15
+
+
+def target_cores(config: RungConfig) -> float:
+    """The most CPU the target can use: its pinned cores, or its process count (every node's) if fewer."""
+    return float(min(len(cpu_set(config.cpus)), config.apis * max(1, config.workers)))
+
+
+def ceiling(
+    capacity: CapacityResult | None,
+    figures: LoadFigures,
+    server: ServerSample,
+    config: RungConfig,
+    extra_failures: list[str] | None = None,
+) -> Bottleneck:
+    """The bottleneck at the lowest failing rate (the ceiling), or `kept_up` when no step failed."""
+    cores = target_cores(config)
+    if capacity is not None:
+        # A rate fails when its last step failed: a failure measured again and passed was a stall.
+        last_at_rate = {step.rate: step for step in capacity.steps}
+        failing = [step for step in last_at_rate.values() if not step.passed]
+        if not failing:
+            return kept_up()
+        step = min(failing, key=lambda s: s.rate)
+        figures, server = step.figures, step.server
+    elif not step_failures(figures, config.slo_p99_ms) and not extra_failures:
+        return kept_up()
+    slo_failures = step_failures(figures, config.slo_p99_ms)
+    if config.pass_if_backlog_stable and server.ingest.get("backlog_grew"):
+        # The backlog grew even at the rate the generator managed to offer, so the writers were behind
+        # whatever else failed the step (a busy generator dropping iterations, say): name them.
+        return ingest_behind(server, also=slo_failures)
+    return attribute(figures, server, cores)
+
+
+def _ms_per_request(cores: Mapping[str, float], goodput: float) -> dict[str, float]:
+    """Mean cores busy -> CPU ms per successful request, by name."""
+    return {name: round(busy * 1000 / goodput, 4) for name, busy in cores.items()} if goodput > 0 else {}
+
+
+def cpu_ms_per_request(server: ServerSample, goodput: float) -> dict[str, float]:
+    """CPU ms per successful request for the target and every other sampled process."""
+    if server.cpu_cores_mean is None:
+        return {}
+    return _ms_per_request({"target": server.cpu_cores_mean, **server.roles_cores_mean}, goodput)
+
+
+def cpu_ms_per_node(server: ServerSample, goodput: float) -> dict[str, float]:
+    """CPU ms per successful request spent in each API node (cluster rungs; empty otherwise)."""
+    return _ms_per_request(server.node_cores_mean, goodput)
+
+
+def rung_result(
+    rung: Rung,
+    figures: LoadFigures,
+    server: ServerSample,
+    summary: GeneratorSummary | None,
+    capacity: CapacityResult | None,
+    before: dict[str, float],
+    after: dict[str, float],
+    elapsed_s: float,
+    extra_failures: list[str] | None = None,
+) -> RungResult:
+    config = rung.config
+    failures = step_failures(figures, config.slo_p99_ms) + list(extra_failures or [])
+    notes = []
+    if config.engine == "wrk":
+        notes.append("closed loop (wrk): latency hides queueing; throughput only")
+    if rung.multi_variable:
+        notes.append(f"multi-variable rung ({len(rung.changes)} changes): no single cause")
+    neighbours = server.neighbour_cores_mean or 0.0
+    if neighbours > NEIGHBOUR_NOTE_CORES:
+        notes.append(
+            f"contended: other processes kept {neighbours:.2f} cores of the target's CPUs busy; "
+            "latency and capacity move with them"
+        )
+    bottleneck = ceiling(capacity, figures, server, config, list(extra_failures or []))
+    if capacity is not None:
+        value = capacity.capacity
+        # A capacity is the target's only when the target itself ran out of CPU at the ceiling.
+        ok = value > 0 and bottleneck.is_target
+        if capacity.generator_limited:
+            notes.append("capacity is a lower bound: the generator, not the server, failed first")
+        if not capacity.converged:
+            notes.append("search ran out of steps before converging")
+    else:
+        value = figures.rps
+        ok = not figures.generator_bound and bottleneck.kind in ("none", "target")
+        if figures.generator_bound:
+            notes.append("generator-bound: not a server figure")
+        elif failures:
+            notes.append("; ".join(failures))
+    cpu_ms = cpu_ms_per_request(server, figures.rps)
+    return RungResult(
+        index=rung.index,
+        label=rung.label,
+        changed=rung.changed,
+        changes=[str(c) for c in rung.changes],
+        multi_variable=rung.multi_variable,
+        allow_multi=rung.allow_multi,
+        config=cast(RungSettings, asdict(config)),  # RungSettings names RungConfig's fields
+        mode="capacity" if capacity is not None else "rate",
+        value=value,
+        figures=figures,
+        server=server,
+        capacity=capacity,
+        metrics=Metrics(scraped=bool(after), delta=metrics_delta(before, after), gauges=metrics_gauges(after)),
+        bottleneck=bottleneck,
+        cpu_ms=cpu_ms,
+        cpu_ms_per_node=cpu_ms_per_node(server, figures.rps),
+        projected_rps_per_core=round(1000 / cpu_ms["target"], 1) if cpu_ms.get("target") else None,
+        k6_summary=summary.as_written() if summary is not None else {},
+        verdict=Verdict(
+            server_figure=ok,
+            ceiling=bottleneck.phrase(),
+            generator_bound=figures.generator_bound,
+            slo_met=not failures,
+            notes=notes,
+        ),
+        elapsed_s=round(elapsed_s, 1),
+    )

@@ -1,0 +1,286 @@
+"""One repeat of one rung, in named steps: start what it needs, measure each step of load, judge the step,
+and make the rung's result. `run_rung` is the whole of it; `tenk lab run` calls it once per rung and repeat.
+
+A step is one go of the load generator at one rate: the warm-up, the fixed-rate run, or one of a capacity
+search's steps. Every step is measured the same way (the servers sampled while it runs, the vendor's and
+the ingest backlog's figures read at both ends), so the search and the run cannot disagree on what
+"passed" means.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from tenk.lab.cpus import cpu_set, other_cpus
+from tenk.lab.definition.ladder import Rung
+from tenk.lab.definition.mixes import Mix
+from tenk.lab.documents import CapacityResult, LoadFigures, RungResult, ServerSample
+from tenk.lab.driving.k6 import run_k6
+from tenk.lab.driving.summary import GeneratorSummary
+from tenk.lab.driving.wrk import run_wrk
+from tenk.lab.measuring.capacity import SearchPlan, search, step_failures
+from tenk.lab.measuring.cluster import start_nodes
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.outcome import rung_result
+from tenk.lab.measuring.processes import (
+    ProcessSet,
+    process_set,
+    start_redis,
+    start_target,
+    start_upstream,
+    start_workers,
+)
+from tenk.lab.measuring.sampling import GaugeWatcher, TreeSampler, scrape_metrics
+from tenk.lab.measuring.state import (
+    INGEST_DRAINED,
+    REDIS_FLUSHED,
+    REDIS_PRIVATE,
+    TARGET_RESET,
+    UPSTREAM_RESET,
+    backlog_failures,
+    db_now,
+    drain_ingest,
+    flush_redis,
+    ingest_figures,
+    ingest_snapshot,
+    landed,
+    reset_upstream,
+    upstream_snapshot,
+)
+
+# After a step whose backlog grew, the workers get this long to land it before the next step.
+STEP_DRAIN_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What every rung of one ladder run shares: its environment (the stack's URLs included), the API key,
+    the run's folder and options, the stack's processes by role, and whether the lab owns Redis."""
+
+    env: Mapping[str, str]
+    api_key: str
+    out: Path
+    options: RunOptions
+    dependencies: Mapping[str, int]
+    owns_redis: bool
+    topology: str = "single"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One step's figures: the generator's, the servers', and the generator's own summary."""
+
+    figures: LoadFigures
+    server: ServerSample
+    summary: GeneratorSummary | None
+
+
+def run_rung(rung: Rung, mix: Mix, bench: Bench, repeat: int = 0) -> RungResult:
+    run = RungRun(rung, mix, bench, repeat)
+    with process_set(run.dir / "logs") as processes:
+        run.start(processes)
+        measured, capacity = run.measure_rung()
+        run.finish()
+    return run.result(measured, capacity)
+
+
+class RungRun:
+    """One repeat of one rung: `start`, then `measure` steps (each judged by `judge`), then `result`."""
+
+    def __init__(self, rung: Rung, mix: Mix, bench: Bench, repeat: int) -> None:
+        self.rung, self.config, self.mix, self.bench, self.repeat = rung, rung.config, mix, bench, repeat
+        self.options = bench.options
+        self.progress = bench.options.progress
+        self.helper_cpus = other_cpus(self.config.cpus)
+        self.dir = bench.out / f"rung-{rung.index + 1:02d}" / f"repeat-{repeat + 1}"
+        self.log = self.dir / "generator.log"
+        self.run_id = f"{bench.out.name}-r{rung.index + 1}-{repeat + 1}"
+        self.local = bench.options.base_url is None
+        self.started_at = time.monotonic()
+        # Filled by `start`: where the load goes, and who serves it.
+        self.env: dict[str, str] = {}
+        self.base_url = (bench.options.base_url or "").rstrip("/")
+        self.processes: ProcessSet | None = None
+        self.target_pid: int | None = None
+        self.nodes: dict[str, int] = {}
+        self.reset: list[str] = []
+        self.metrics_before: dict[str, float] = {}
+        self.metrics_after: dict[str, float] = {}
+
+    # What this rung watches, decided by its config and what `start` started.
+    @property
+    def scrape(self) -> bool:
+        """Scrape /metrics before and after. Behind HAProxy, /metrics is one node's, a different one each
+        time: not the target's figures."""
+        return self.config.is_tenk and self.local and not self.nodes
+
+    @property
+    def dsn(self) -> str:
+        """Rows landed and their lag come from Postgres, for every target that ingests."""
+        return self.env.get("TENK_DATABASE_URL", "") if self.local and self.mix.needs_ingest else ""
+
+    @property
+    def watch_backlog(self) -> bool:
+        """The backlog comes from tenk's stats."""
+        return bool(self.dsn) and self.config.is_tenk
+
+    @property
+    def watch_gauges(self) -> bool:
+        """Gauges are polled each second only where their peak is the point: parked upstream calls, backlog."""
+        return self.scrape and (self.mix.needs_upstream or self.mix.needs_ingest)
+
+    def start(self, processes: ProcessSet) -> None:
+        """Reset what the rung shares with others, start what it needs (its own Redis, the mock vendor,
+        ingest workers, the target or the API nodes), and read the target's metrics before any load."""
+        config, env = self.config, {**self.bench.env, **self.config.env}
+        self.processes = processes
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+        if self.local and config.redis_io_threads:
+            env["TENK_REDIS_URL"] = start_redis(processes, config.redis_io_threads, self.helper_cpus, env)
+            self.reset.append(f"{REDIS_PRIVATE}, io-threads {config.redis_io_threads}")
+        elif self.local and self.bench.owns_redis and env.get("TENK_REDIS_URL"):
+            flush_redis(env["TENK_REDIS_URL"])
+            self.reset.append(REDIS_FLUSHED)
+        if self.local:
+            self.reset.append(TARGET_RESET)
+            if self.mix.needs_upstream:
+                self.reset.append(UPSTREAM_RESET)
+                env["TENK_UPSTREAM_URL"] = start_upstream(processes, config, self.helper_cpus, env)
+            if config.ingest_workers:
+                start_workers(processes, config.ingest_workers, self.helper_cpus, env)
+            if self.bench.topology == "cluster":
+                self.nodes, self.base_url = start_nodes(processes, config, env, self.helper_cpus)
+                self.target_pid = next(iter(self.nodes.values()))
+            else:
+                target, self.base_url = start_target(processes, config, env)
+                self.target_pid = target.pid
+        self.env = env
+        self.metrics_before = scrape_metrics(self.base_url) if self.scrape else {}
+
+    def measure(self, phase: str, rate: float, number: int, duration_s: float) -> Measured:
+        """Drive one step of load (k6 at `rate`, or wrk closed-loop) while sampling the servers."""
+        config, progress, base_url, api_key = self.config, self.progress, self.base_url, self.bench.api_key
+        step_dir = self.dir / f"{phase}-{number:02d}"
+
+        def tick(elapsed: float) -> None:
+            progress.step(phase, number, rate, elapsed, duration_s)
+
+        sampler = self._sampler()
+        upstream_url = self.env.get("TENK_UPSTREAM_URL", "") if self.local else ""
+        if upstream_url:
+            reset_upstream(upstream_url)
+        ingest_start = ingest_snapshot(base_url, api_key) if self.watch_backlog else {}
+        window_start = db_now(self.dsn) if self.dsn else None
+        gauges = GaugeWatcher(base_url) if self.watch_gauges else None
+        summary: GeneratorSummary
+        with sampler if sampler is not None else nullcontext(), gauges if gauges is not None else nullcontext():
+            if config.engine == "wrk":
+                figures, summary = run_wrk(
+                    self.mix, connections=config.connections, duration_s=duration_s, base_url=base_url,
+                    api_key=api_key, run_id=self.run_id, workdir=step_dir, log=self.log, cpus=self.helper_cpus,
+                    on_tick=tick,
+                )  # fmt: skip
+            else:
+                figures, summary = run_k6(
+                    self.mix, rate=rate, duration_s=duration_s, slo_ms=config.slo_p99_ms, base_url=base_url,
+                    api_key=api_key, run_id=f"{self.run_id}-{phase}{number}", workdir=step_dir, log=self.log,
+                    cpus=self.helper_cpus, segment=self.options.segment, on_tick=tick,
+                    keep_latencies=phase == "run" and self.options.stream,
+                    on_second=lambda second: progress.second(second, _latest_cores(sampler)),
+                )  # fmt: skip
+        server = sampler.stats if sampler is not None else ServerSample()
+        if upstream_url:
+            server.upstream = upstream_snapshot(upstream_url)
+        if gauges is not None:
+            server.gauges = gauges.to_json()
+        if self.dsn:
+            ingest_end = ingest_snapshot(base_url, api_key) if self.watch_backlog else {}
+            rows = landed(self.dsn, window_start, db_now(self.dsn))
+            server.ingest = ingest_figures(ingest_start, ingest_end, rows, figures.duration_s)
+        failures = step_failures(figures, config.slo_p99_ms) + self.judge(server)
+        verdict = "generator-bound" if figures.generator_bound else "pass" if not failures else "fail"
+        progress.step_done(phase, rate if config.engine == "k6" else 0.0, figures, verdict)
+        return Measured(figures, server, summary)
+
+    def judge(self, server: ServerSample) -> list[str]:
+        """Why the servers failed a step, beyond the generator's figures (the SLO, errors, drops)."""
+        return backlog_failures(server.ingest) if self.config.pass_if_backlog_stable else []
+
+    def measure_rung(self) -> tuple[Measured, CapacityResult | None]:
+        """Warm up, then measure the rung: one fixed-rate run, or a capacity search (and its best step)."""
+        config = self.config
+        if config.warmup_s > 0:
+            self.measure("warmup", config.start_rate if config.capacity else config.rate, 1, config.warmup_s)
+        if not config.capacity:
+            return self.measure("run", config.rate, 1, config.duration_s), None
+        return self._search_capacity()
+
+    def _search_capacity(self) -> tuple[Measured, CapacityResult]:
+        config = self.config
+        plan = SearchPlan(
+            config.slo_p99_ms,
+            config.start_rate,
+            config.step_s,
+            config.capacity_budget_s,
+            config.max_rate,
+            backlog_stable=config.pass_if_backlog_stable,
+        )
+        self.progress.note(plan.describe())
+        summaries: dict[float, GeneratorSummary | None] = {}
+
+        def step(rate: float, number: int) -> tuple[LoadFigures, ServerSample]:
+            measured = self.measure("step", rate, number, config.step_s)
+            summaries[rate] = measured.summary
+            if step_failures(measured.figures, config.slo_p99_ms) + self.judge(measured.server):
+                time.sleep(1.0)  # let a queue built by an overload drain before the next step
+                if self.watch_backlog and config.ingest_workers:
+                    # and the backlog too: the next step's lag would otherwise include this one's
+                    drain_ingest(self.base_url, self.bench.api_key, STEP_DRAIN_TIMEOUT_S)
+            return measured.figures, measured.server
+
+        capacity = search(plan, step, self.judge)
+        shown = capacity.best if capacity.best is not None else min(capacity.steps, key=lambda s: s.rate)
+        return Measured(shown.figures, shown.server, summaries.get(shown.rate)), capacity
+
+    def finish(self) -> None:
+        """Read the target's metrics after the load, and land what the rung left in the ingest backlog."""
+        config = self.config
+        self.metrics_after = scrape_metrics(self.base_url) if self.scrape else {}
+        if self.watch_backlog and config.ingest_workers and not self.bench.owns_redis and not config.redis_io_threads:
+            # The next rung's workers would otherwise land this rung's backlog (and count it as theirs).
+            left = drain_ingest(self.base_url, self.bench.api_key)
+            self.reset.append(INGEST_DRAINED if not left else f"ingest backlog NOT drained: {left} events left")
+
+    def result(self, measured: Measured, capacity: CapacityResult | None) -> RungResult:
+        """The repeat's `RungResult`: its figures, ceiling, verdict, and what was reset before it."""
+        result = rung_result(
+            self.rung, measured.figures, measured.server, measured.summary, capacity, self.metrics_before,
+            self.metrics_after, time.monotonic() - self.started_at, self.judge(measured.server),
+        )  # fmt: skip
+        result.repeat = self.repeat + 1
+        result.reset = self.reset
+        return result
+
+    def _sampler(self) -> TreeSampler | None:
+        if self.target_pid is None:
+            return None
+        return TreeSampler(self.target_pid, cpu_set(self.config.cpus), known=self._known, nodes=self.nodes)
+
+    def _known(self) -> dict[str, int]:
+        """Every process the lab knows besides the target (or the API nodes), by role: the stack's, and
+        what this rung started (its own Redis replaces the stack's under the same role)."""
+        known = dict(self.bench.dependencies)
+        target = {"target", *self.nodes}
+        started = self.processes.started if self.processes is not None else []
+        known.update({item.name: item.pid for item in started if item.name not in target})
+        return known
+
+
+def _latest_cores(sampler: TreeSampler | None) -> float | None:
+    series = sampler.stats.series if sampler is not None else []
+    return series[-1]["cpu_cores"] if series else None

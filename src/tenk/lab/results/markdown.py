@@ -1,0 +1,67 @@
+"""report.md: the verdict first, then the rungs, the claims and each capacity search's steps."""
+
+from __future__ import annotations
+
+from tenk.lab.documents import Results
+from tenk.lab.results.tables import claim_rows, or_unknown, provenance_line, reset_line, rung_rows, verdict_lines
+
+
+def md_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "(none)\n"
+    head = list(rows[0])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row[h].replace("|", "/") for h in head) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(results: Results) -> str:
+    parts = [
+        f"# {results.ladder}\n",
+        f"{results.description}\n",
+        f"Created {results.created}; took {or_unknown(results.elapsed_s)}s (bound stated up front: "
+        f"{or_unknown(results.time_bound_s)}s). Source: `{results.source}`.\n",
+        "## Verdict\n",
+        "\n".join(verdict_lines(results)) + "\n",
+        provenance_line(results),
+        reset_line(results),
+    ]
+    if results.merged_from:
+        parts.append(f"Merged from {len(results.merged_from)} generator segments. {results.merge_note}\n")
+    parts += [
+        "## Rungs\n",
+        md_table(rung_rows(results)),
+        "\nCPU and RSS are the target's process tree (mean cores busy, peak RSS), sampled every second; "
+        "CPU ms/req is CPU time per completed request. `neighbour cores` is how busy the target's CPUs were "
+        "with other processes: above 0.15 the rung is marked contended. "
+        "`gen CPU` is the load generator's share of its own cores; above 80 %, or with dropped iterations, "
+        "a run is generator-bound and not a server figure. Latencies are from the open-loop (k6) run "
+        "(for capacity rungs: the highest passing step).\n",
+        "\n## Claims\n",
+        "Measured ratio: to/from for rps and capacity; from/to for p99_ms, errors and cpu_ms (times lower).\n\n",
+        md_table(claim_rows(results)),
+    ]
+    searched = [(rung.label, search) for rung in results.rungs if (search := rung.capacity) is not None]
+    steps = [(label, step) for label, search in searched for step in search.steps]
+    if steps:
+        parts.append("\n## Capacity search steps\n")
+        for label, search in searched:
+            parts.append(f"\n**{label}**: {search.plan}\n\n")
+        rows = [
+            {
+                "rung": label,
+                "offered": f"{step.rate:g}",
+                "achieved": f"{step.figures.rps:,.0f}",
+                "p50 ms": f"{step.figures.p50_ms:.1f}",
+                "p99 ms": f"{step.figures.p99_ms:.1f}",
+                "errors": f"{step.figures.error_rate:.2%}",
+                "dropped": str(step.figures.dropped),
+                "gen CPU": f"{step.figures.generator_util:.0%}",
+                "target CPU": f"{step.server.cpu_cores_mean or 0:.2f}",
+                "neighbours": f"{step.server.neighbour_cores_mean or 0:.2f}",
+                "result": "pass" if step.passed else "fail: " + "; ".join(step.reasons),
+            }
+            for label, step in steps
+        ]
+        parts.append(md_table(rows))
+    return "\n".join(parts)

@@ -1,0 +1,234 @@
+"""What both reports show, as text: the verdict that opens them, the rung and claim tables as rows of
+strings, and the lines on provenance and reset state. The markdown and HTML pages lay these out."""
+
+from __future__ import annotations
+
+from tenk.lab.documents import IngestFigures, Results, RungResult, ServerSample
+from tenk.lab.results.derivations import (
+    ceiling,
+    check_expectations,
+    compare_rungs,
+    cpu_ms_per_request,
+    headline,
+    headline_metric,
+    is_server_figure,
+    metric_value,
+    ratio,
+    target_in_flight_max,
+)
+from tenk.lab.results.stats import INVALID, compare
+
+
+def verdict_lines(results: Results) -> list[str]:
+    """The report's opening: what limited each rung, and each change's effect with how sure we are."""
+    rungs = results.rungs
+    repeats = results.repeats or max((len(r.repeats) for r in rungs), default=1) or 1
+    lines = [f"Each rung measured {repeats} time(s), interleaved; figures are medians [95 % interval]."]
+    effects: list[tuple[float, str]] = []
+    for i, rung in enumerate(rungs):
+        lines.append(f"- **{rung.label}**: {headline(rung)}.")
+        if i == 0:
+            continue
+        previous = rungs[i - 1]
+        metric = headline_metric(rung)
+        head = compare_rungs(previous, rung, metric)
+        cpu = compare_rungs(previous, rung, "cpu_ms")
+        lines.append(f"  - vs {previous.label!r} ({rung.changed}): {metric}: {head.show()}")
+        if cpu.label != INVALID:
+            lines.append(f"  - target CPU ms per request: {cpu.show()}")
+        for comparison, name in ((head, metric), (cpu, "CPU ms/request")):
+            if comparison.label not in (INVALID, "no detectable change"):
+                effects.append((abs(comparison.ratio - 1), f"{rung.changed} ({name} {comparison.show()})"))
+    if effects:
+        lines.insert(1, f"**The change that mattered most:** {max(effects)[1]}.")
+    else:
+        lines.insert(1, "**No change had a statistically supported effect.**")
+    lines.append(f"\nTest behind each label: {compare([1.0, 1.0], [1.0, 1.0]).test}.")
+    return lines
+
+
+def rung_rows(results: Results) -> list[dict[str, str]]:
+    rows = []
+    rungs = results.rungs
+    for i, rung in enumerate(rungs):
+        figures, server = rung.figures, rung.server
+        metric = headline_metric(rung)
+        value = metric_value(rung, metric)
+        previous = metric_value(rungs[i - 1], metric) if i else None
+        first = metric_value(rungs[0], metric)
+        delta = "-" if not previous else f"{(value - previous) / previous:+.1%}"
+        if i:
+            label = compare_rungs(rungs[i - 1], rung, metric).label
+            delta = f"{delta} ({label})"
+        times_first = "-" if not first else f"{value / first:.2f}x"
+        marks = []
+        if rung.multi_variable:
+            marks.append("MULTI-VARIABLE")
+        marks += rung.verdict.notes
+        prefix = "≥ " if rung.mode == "capacity" and not is_server_figure(rung) else ""
+        est = rung.estimate
+        interval = f" [{est.low:,.0f}–{est.high:,.0f}]" if est is not None and len(est.values) > 1 else ""
+        deps = ", ".join(f"{role} {ms:.3f}" for role, ms in rung.cpu_ms.items() if role != "target")
+        reasons = figures.errors_by_reason
+        projected = rung.projected_rps_per_core
+        rows.append(
+            {
+                "#": str(i + 1),
+                "rung": rung.label,
+                "changed": rung.changed,
+                "measure": "capacity req/s" if metric == "capacity" else "RPS",
+                "value": f"{prefix}{value:,.0f}{interval}",
+                "limited by": ceiling(rung) or "-",
+                "p50 ms": f"{figures.p50_ms:.1f}",
+                "p95 ms": f"{figures.p95_ms:.1f}",
+                "p99 ms": f"{figures.p99_ms:.1f}",
+                "errors": f"{figures.error_rate:.2%}",
+                "errors by reason": ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "-",
+                "CPU cores": _fmt(server.cpu_cores_mean, ".2f"),
+                "CPU ms/req": cpu_cell(rung),
+                _NODES: ", ".join(f"{node} {ms:.3f}" for node, ms in sorted(rung.cpu_ms_per_node.items())) or "-",
+                "dependency CPU ms/req": deps or "-",
+                "projected req/s per core": f"{projected:,.0f} (projection)" if projected else "-",
+                "RSS MB": _fmt(server.rss_mb_max, ".0f"),
+                "neighbour cores": _fmt(server.neighbour_cores_mean, ".2f"),
+                "gen CPU": f"{figures.generator_util:.0%}",
+                _PARKED: _parked_cell(server),
+                _INGEST: _ingest_cell(server.ingest),
+                "delta vs prev": delta,
+                "x vs first": times_first,
+                "notes": "; ".join(marks),
+            }
+        )
+    # Columns no rung measured (no upstream, no ingest) are left out; the ingest one sits beside the
+    # accept rate it qualifies.
+    for optional in (_NODES, _PARKED, _INGEST):
+        if rows and all(row[optional] == "-" for row in rows):
+            for row in rows:
+                del row[optional]
+    return [_beside_value(row) for row in rows]
+
+
+_NODES = "CPU ms/req per API node"
+_PARKED = "parked: mock now/max, target in-flight max"
+_INGEST = "ingest: rows landed/s, lag p50/p99 ms, backlog start→end"
+
+
+def _beside_value(row: dict[str, str]) -> dict[str, str]:
+    if _INGEST not in row:
+        return row
+    ordered: dict[str, str] = {}
+    for key, value in row.items():
+        if key != _INGEST:
+            ordered[key] = value
+        if key == "value":
+            ordered[_INGEST] = row[_INGEST]
+    return ordered
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _fmt_float(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _fmt_ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def cpu_cell(rung: RungResult) -> str:
+    """The target's CPU ms per request: the median of the repeats with its 95 % interval."""
+    est = rung.cpu_ms_estimate
+    if est is not None and len(est.values) > 1:
+        return est.show(3)
+    return _fmt_float(cpu_ms_per_request(rung))
+
+
+def _parked_cell(server: ServerSample) -> str:
+    upstream = server.upstream
+    own = target_in_flight_max(server)
+    if not upstream:
+        return "-"  # no mock upstream: nothing was parked on one
+    mock = f"{upstream.get('in_flight', '-')}/{upstream.get('max_in_flight', '-')}"
+    return f"{mock}, {'-' if own is None else f'{own:g}'}"
+
+
+def _ingest_cell(ingest: IngestFigures) -> str:
+    if not ingest:
+        return "-"
+    lag = f"{_ms(ingest.get('lag_p50_ms'))}/{_ms(ingest.get('lag_p99_ms'))}"
+    backlog = (
+        f"{ingest['backlog_start']}→{ingest['backlog_end']}" + (" GREW" if ingest.get("backlog_grew") else "")
+        if "backlog_start" in ingest
+        else "none (direct write)"
+    )
+    return f"{ingest.get('rows_landed_per_s', 0):,.0f}, {lag}, {backlog}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def claim_rows(results: Results) -> list[dict[str, str]]:
+    by_label = {rung.label: rung for rung in results.rungs}
+    rows = []
+    for claim in results.claims:
+        before, after = by_label.get(claim.from_rung), by_label.get(claim.to_rung)
+        measured = None
+        if before is not None and after is not None:
+            measured = ratio(metric_value(before, claim.metric), metric_value(after, claim.metric), claim.metric)
+        claimed = claim.claimed_ratio
+        expected = "-"
+        if claim.expect:
+            held, lines = check_expectations(claim, before, after) if before and after else ("not measured", [])
+            expected = f"{held}: " + "; ".join(lines)
+        rows.append(
+            {
+                "claim": claim.text,
+                "source": claim.source,
+                "rungs": f"{claim.from_rung} -> {claim.to_rung}",
+                "metric": claim.metric,
+                "claimed": "qualitative" if claimed is None else f"{claimed:.2f}x",
+                "measured": _fmt_ratio(measured),
+                "measured / claimed": "-" if measured is None or claimed is None else f"{measured / claimed:.2f}",
+                "expectation": expected,
+                "verdict": "-"
+                if before is None or after is None
+                else compare_rungs(before, after, claim.metric).show(),
+            }
+        )
+    return rows
+
+
+def provenance_line(results: Results) -> str:
+    prov = results.provenance
+    if not prov:
+        return "Provenance: not recorded.\n"
+    machine, software = prov["machine"], prov["software"]
+    packages = ", ".join(f"{k} {v}" for k, v in software.get("packages", {}).items())
+    pins = ", ".join(f"{label}: CPU {p['target_cpus']}" for label, p in prov.get("pinning", {}).items())
+    return (
+        f"Machine: {machine['cpu_model']}, {machine['cores']} cores, {machine['memory_gb']} GB, kernel "
+        f"{machine['kernel']}. Software: Python {software['python']}; {packages}; {software.get('k6') or 'k6 ?'}; "
+        f"git {software.get('git_sha', '')[:12] or '?'}{' (dirty)' if software.get('git_dirty') else ''}. "
+        f"Target pinned to: {pins}.\n"
+    )
+
+
+def reset_line(results: Results) -> str:
+    """What was reset before the rungs; a reset only some rungs had is named with those rungs."""
+    rungs = results.rungs
+    seen: dict[str, list[str]] = {}
+    for rung in rungs:
+        for reset in rung.reset:
+            seen.setdefault(reset, []).append(rung.label)
+    if not seen:
+        return ""
+    parts = [text if len(labels) == len(rungs) else f"{text} ({', '.join(labels)})" for text, labels in seen.items()]
+    return f"State between rungs: {'; '.join(parts)}.\n"
+
+
+def or_unknown(seconds: float | None) -> str:
+    """A duration as the file has it, "?" for a file that did not record it."""
+    return "?" if seconds is None else f"{seconds:g}"
