@@ -118,7 +118,7 @@ def up(seed: bool, products: int, tasks: int, topology: str, apis: int, ingest_w
 
 def _prepare_data(settings: Settings, database_url: str, seed: bool, products: int, tasks: int) -> None:
     """Migrate, seed, and make sure there is a dev key."""
-    from tenk.stack.devkey import ensure_dev_key
+    from tenk.stack.devkey import KEY_FILE, ensure_dev_key
     from tenk.stack.migrate import migrate
     from tenk.stack.seed import seed as seed_data
 
@@ -127,8 +127,9 @@ def _prepare_data(settings: Settings, database_url: str, seed: bool, products: i
     if seed:
         written = interrupts.run(seed_data(database_url, products, tasks))
         click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)")
-    key, created = ensure_dev_key(settings.data_dir)
-    click.echo(f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}")
+    # Where the key is, never the key: this output ends up in terminals' scrollback and CI logs.
+    _, created = ensure_dev_key(settings.data_dir)
+    click.echo(f"dev API key: {'new' if created else 'existing'}, in {(settings.data_dir / KEY_FILE).resolve()}")
 
 
 def _cluster_up(settings: Settings, apis: int, workers: int, seed: bool, products: int, tasks: int) -> None:
@@ -144,10 +145,9 @@ def _cluster_up(settings: Settings, apis: int, workers: int, seed: bool, product
 
 
 def _redact(url: str) -> str:
-    from urllib.parse import urlsplit
+    from tenk.stack._redact import redacted_url
 
-    parts = urlsplit(url)
-    return url.replace(parts.password, "***") if parts.password else url
+    return redacted_url(url)
 
 
 @main.command()
