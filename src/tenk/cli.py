@@ -305,8 +305,10 @@ def worker(name: str | None) -> None:
 def mock_upstream(
     host: str, port: int, p50_ms: float, p99_ms: float, error_rate: float, hang_rate: float, seed: int | None
 ) -> None:
-    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.mock_upstream)."""
-    from tenk.lab.mock_upstream import Profile, ProfileError, run
+    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.mock_upstream).
+
+    Its admin calls (PUT /admin/latency, DELETE /stats) need TENK_MOCK_ADMIN_TOKEN set in its environment."""
+    from tenk.lab.mock_upstream import ADMIN_TOKEN_ENV, Profile, ProfileError, run
 
     try:
         profile = Profile(p50_ms=p50_ms, p99_ms=p99_ms, error_rate=error_rate, hang_rate=hang_rate)
@@ -316,7 +318,7 @@ def mock_upstream(
     def ready(bound_host: str, bound_port: int) -> None:
         click.echo(f"mock-upstream listening on http://{bound_host}:{bound_port} ({profile})", err=True)
 
-    run(host, port, profile, seed, ready)
+    run(host, port, profile, seed, ready, admin_token=os.environ.get(ADMIN_TOKEN_ENV, ""))
 
 
 if __name__ == "__main__":

@@ -271,6 +271,7 @@ def run_rung(
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
         target_pid: int | None = None
         nodes: dict[str, int] = {}
+        upstream_token = ""
         if local and config.redis_io_threads:
             env["TENK_REDIS_URL"] = start_redis(processes, config.redis_io_threads, helper_cpus, env)
             reset.append(f"{REDIS_PRIVATE}, io-threads {config.redis_io_threads}")
@@ -281,7 +282,7 @@ def run_rung(
             reset.append(TARGET_RESET)
             if mix.needs_upstream:
                 reset.append(UPSTREAM_RESET)
-                env["TENK_UPSTREAM_URL"] = start_upstream(processes, config, helper_cpus, env)
+                env["TENK_UPSTREAM_URL"], upstream_token = start_upstream(processes, config, helper_cpus, env)
             if config.ingest_workers:
                 start_workers(processes, config.ingest_workers, helper_cpus, env)
             if topology == "cluster":
@@ -321,7 +322,7 @@ def run_rung(
             )
             upstream_url = env.get("TENK_UPSTREAM_URL", "") if options.base_url is None else ""
             if upstream_url:
-                reset_upstream(upstream_url)
+                reset_upstream(upstream_url, upstream_token)
             ingest_start = ingest_snapshot(base_url, api_key) if watch_backlog else {}
             window_start = db_now(dsn) if dsn else None
             gauges = GaugeWatcher(base_url) if watch_gauges else None

@@ -100,9 +100,9 @@ def drain_ingest(base_url: str, api_key: str, timeout_s: float = DRAIN_TIMEOUT_S
         time.sleep(0.2)  # polling a counter, with a deadline: not synchronisation by sleep
 
 
-def reset_upstream(url: str) -> None:
+def reset_upstream(url: str, admin_token: str) -> None:
     try:
-        httpx.delete(url + "/stats", timeout=TIMEOUT_S)
+        httpx.delete(url + "/stats", headers={"Authorization": f"Bearer {admin_token}"}, timeout=TIMEOUT_S)
     except httpx.HTTPError:
         return
 
