@@ -141,7 +141,12 @@ def create_traced_app() -> Any:
     settings = Settings()
     app = create_app(settings)
     setup_tracing("tenk-api", settings.ops)
-    return ServerSpans(app, trace.get_tracer("tenk.http"), frozenset({"/health", "/ready", "/metrics"}))
+    return ServerSpans(
+        app,
+        trace.get_tracer("tenk.http"),
+        frozenset({"/health", "/ready", "/metrics"}),
+        trusted_networks=settings.ops.otel_trusted_networks,
+    )
 
 
 def app_factory(default: str, traced: bool) -> str:
