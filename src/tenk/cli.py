@@ -254,6 +254,7 @@ def serve(server: str | None, workers: int | None, host: str | None, port: int |
         workers=workers,
         access_log=False,
         traced=bool(settings.ops.otel_endpoint),
+        header_timeout_s=settings.header_timeout_s,
     )
     if settings.drain_s > 0:
         from tenk.ops.drain import serve_draining

@@ -144,6 +144,7 @@ class Settings(BaseSettings):
     header_timeout_s: float = Field(
         10.0,
         gt=0,
+        le=60,  # granian's bound
         description="A client that has not sent a request's whole head (request line and headers) this long "
         "after connecting, or after its previous request, is disconnected (slowloris).",
     )
