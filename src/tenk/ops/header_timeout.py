@@ -37,18 +37,25 @@ class HttpToolsWithHeaderTimeout(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_deadline = 0.0
         self._awaiting_head = True
 
     def _arm_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
+        # A deadline per head, but not a timer per head: on a busy keep-alive connection the one timer
+        # lives on, moved to the latest deadline when it fires, so an answer costs a clock read.
         self._awaiting_head = True
-        self._head_timer = self.loop.call_later(header_timeout_s(), self._head_is_late)
+        self._head_deadline = self.loop.time() + header_timeout_s()
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_at(self._head_deadline, self._head_is_late)
 
     def _head_is_late(self) -> None:
         self._head_timer = None
-        if self._awaiting_head and not self.transport.is_closing():
-            self.transport.close()
+        if not self._awaiting_head or self.transport.is_closing():
+            return  # a request is being served: its answer arms the next deadline
+        if self.loop.time() < self._head_deadline:
+            self._head_timer = self.loop.call_at(self._head_deadline, self._head_is_late)
+            return
+        self.transport.close()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -56,9 +63,6 @@ class HttpToolsWithHeaderTimeout(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
