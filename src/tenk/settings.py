@@ -146,7 +146,7 @@ class Settings(BaseSettings):
         gt=0,
         le=60,  # granian's bound
         description="A client that has not sent a request's whole head (request line and headers) this long "
-        "after connecting, or after its previous request, is disconnected (slowloris).",
+        "after connecting, or after its previous answer, is disconnected without an answer (slowloris).",
     )
     max_body_bytes: int = Field(1024 * 1024, ge=1, description="Larger request bodies get 413.")
     body_timeout_s: float = Field(
