@@ -26,6 +26,7 @@ import httpx
 import psycopg
 import redis
 
+from tenk.lab.errors import LabError
 from tenk.lab.results.documents import IngestFigures, UpstreamStats
 
 TIMEOUT_S = 5.0
@@ -101,10 +102,14 @@ def drain_ingest(base_url: str, api_key: str, timeout_s: float = DRAIN_TIMEOUT_S
 
 
 def reset_upstream(url: str, admin_token: str) -> None:
+    """Zero the mock vendor's counts for a step. A refusal is a LabError: a step must not report the
+    previous steps' calls as its own."""
     try:
-        httpx.delete(url + "/stats", headers={"Authorization": f"Bearer {admin_token}"}, timeout=TIMEOUT_S)
+        response = httpx.delete(url + "/stats", headers={"Authorization": f"Bearer {admin_token}"}, timeout=TIMEOUT_S)
     except httpx.HTTPError:
         return
+    if response.status_code in (401, 403):
+        raise LabError(f"the mock vendor refused to reset its counts ({response.status_code}): {response.text[:200]}")
 
 
 def upstream_snapshot(url: str) -> UpstreamStats:
