@@ -6,9 +6,8 @@ import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import ORJSONResponse
-from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from tenk import __version__
@@ -21,9 +20,12 @@ from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
 from tenk.lane import TenkAPI
 from tenk.models import COMMON_ERRORS, errors_documented
+from tenk.ops.auth import OPS_POLICIES, require_ops_key
+from tenk.ops.docs import router as docs_router
 from tenk.ops.health import router as health_router
 from tenk.ops.logging import configure_logging
 from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
+from tenk.ops.metrics_port import MetricsPort, start_metrics_port
 from tenk.ops.request_body import RequestBodyGuard, writer_routes
 from tenk.ops.request_id import RequestIdMiddleware
 from tenk.ops.tracing import setup_tracing
@@ -67,6 +69,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stack.callback(live_gauges.remove, "tenk_pool_connections", gauges)
         for domain_lifespan in DOMAIN_LIFESPANS:
             await stack.enter_async_context(domain_lifespan(app))
+        if settings.metrics_port:
+            handler = MetricsPort(
+                settings.header_timeout_s,
+                OPS_POLICIES["metrics"].needs_key(settings),
+                lambda: app.state.accepted_key_digests,
+            )
+            metrics_server = await start_metrics_port(settings.host, settings.metrics_port, handler)
+            stack.push_async_callback(metrics_server.wait_closed)
+            stack.callback(metrics_server.close)
         # Everything made at start-up lives as long as the process: move it out of the collector's sight,
         # so that full collections under load scan only what requests create.
         gc.collect()
@@ -84,19 +95,30 @@ def create_app(settings: Settings | None = None) -> TenkAPI:
         summary="An async Python API stack built for ten thousand requests per second.",
         lifespan=lifespan,
         default_response_class=ORJSONResponse,
+        # Declared in tenk.ops.docs instead, behind their key check (TENK_AUTH_DOCS).
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.accepted_key_digests = settings.accepted_key_digests
     app.state.cursor_secret = cursor_secret(settings)
     install_error_handlers(app)
     app.include_router(health_router)
+    app.include_router(docs_router)
     if not settings.product_route_depends:
         app.include_router(product_state_variant)  # first, so that FastAPI matches it before the declared route
     # Every route may answer these, in the one error shape; documented so that clients can rely on it.
     common_errors = errors_documented(COMMON_ERRORS)
     for router in (catalog_router, tasks_router, search_router, upstream_router, ingest_router):
         app.include_router(router, responses=common_errors)
-    app.router.routes.append(Route("/metrics", metrics_endpoint, include_in_schema=False))
+    if not settings.metrics_port:
+        app.add_api_route(
+            "/metrics",
+            metrics_endpoint,
+            include_in_schema=False,
+            dependencies=[Depends(require_ops_key("metrics"))],
+        )
 
     # Outermost first: the request id exists before anything logs, and metrics time everything inside.
     app.add_middleware(
@@ -114,7 +136,7 @@ def create_app(settings: Settings | None = None) -> TenkAPI:
         app.serve_hot(
             max_body_bytes=settings.max_body_bytes,
             body_timeout_s=settings.body_timeout_s,
-            auth_reads=settings.auth_reads,
+            needs_key=lambda policy: policy.needs_key(settings),
         )
     return app
 
@@ -131,4 +153,9 @@ def create_traced_app() -> ASGIApp:
     settings = Settings()
     app = create_app(settings)
     setup_tracing("tenk-api", settings.ops)
-    return ServerSpans(app, trace.get_tracer("tenk.http"), frozenset({"/health", "/ready", "/metrics"}))
+    return ServerSpans(
+        app,
+        trace.get_tracer("tenk.http"),
+        frozenset({"/health", "/ready", "/metrics"}),
+        trusted_networks=settings.ops.otel_trusted_networks,
+    )

@@ -118,7 +118,7 @@ def up(seed: bool, products: int, tasks: int, topology: str, apis: int, ingest_w
 
 def _prepare_data(settings: Settings, database_url: str, seed: bool, products: int, tasks: int) -> None:
     """Migrate, seed, and make sure there is a dev key."""
-    from tenk.stack.devkey import ensure_dev_key
+    from tenk.stack.devkey import KEY_FILE, ensure_dev_key
     from tenk.stack.migrate import migrate
     from tenk.stack.seed import seed as seed_data
 
@@ -127,8 +127,9 @@ def _prepare_data(settings: Settings, database_url: str, seed: bool, products: i
     if seed:
         written = interrupts.run(seed_data(database_url, products, tasks))
         click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)")
-    key, created = ensure_dev_key(settings.data_dir)
-    click.echo(f"dev API key ({'new' if created else 'existing'}, in {settings.data_dir / 'dev-api-key'}): {key}")
+    # Where the key is, never the key: this output ends up in terminals' scrollback and CI logs.
+    _, created = ensure_dev_key(settings.data_dir)
+    click.echo(f"dev API key: {'new' if created else 'existing'}, in {(settings.data_dir / KEY_FILE).resolve()}")
 
 
 def _cluster_up(settings: Settings, apis: int, workers: int, seed: bool, products: int, tasks: int) -> None:
@@ -144,10 +145,9 @@ def _cluster_up(settings: Settings, apis: int, workers: int, seed: bool, product
 
 
 def _redact(url: str) -> str:
-    from urllib.parse import urlsplit
+    from tenk.stack._redact import redacted_url
 
-    parts = urlsplit(url)
-    return url.replace(parts.password, "***") if parts.password else url
+    return redacted_url(url)
 
 
 @main.command()
@@ -254,6 +254,7 @@ def serve(server: str | None, workers: int | None, host: str | None, port: int |
         workers=workers,
         access_log=False,
         traced=bool(settings.ops.otel_endpoint),
+        header_timeout_s=settings.header_timeout_s,
     )
     if settings.drain_s > 0:
         from tenk.ops.drain import serve_draining
@@ -305,8 +306,10 @@ def worker(name: str | None) -> None:
 def mock_upstream(
     host: str, port: int, p50_ms: float, p99_ms: float, error_rate: float, hang_rate: float, seed: int | None
 ) -> None:
-    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.targets.mock_upstream)."""
-    from tenk.lab.targets.mock_upstream import Profile, ProfileError, run
+    """A stand-in third-party quotes API with lognormal latency (see tenk.lab.targets.mock_upstream).
+
+    Its admin calls (PUT /admin/latency, DELETE /stats) need TENK_MOCK_ADMIN_TOKEN set in its environment."""
+    from tenk.lab.targets.mock_upstream import ADMIN_TOKEN_ENV, Profile, ProfileError, run
 
     try:
         profile = Profile(p50_ms=p50_ms, p99_ms=p99_ms, error_rate=error_rate, hang_rate=hang_rate)
@@ -316,7 +319,7 @@ def mock_upstream(
     def ready(bound_host: str, bound_port: int) -> None:
         click.echo(f"mock-upstream listening on http://{bound_host}:{bound_port} ({profile})", err=True)
 
-    run(host, port, profile, seed, ready)
+    run(host, port, profile, seed, ready, admin_token=os.environ.get(ADMIN_TOKEN_ENV, ""))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,12 @@ def server_argv(
     factory: bool = True,
     access_log: bool = False,
     traced: bool = False,
+    header_timeout_s: float = 10.0,
 ) -> list[str]:
-    """`traced`: the server's environment sets TENK_OPS_OTEL_ENDPOINT (see `tenk.ops.tracing`)."""
+    """`traced`: the server's environment sets TENK_OPS_OTEL_ENDPOINT (see `tenk.ops.tracing`).
+
+    `header_timeout_s`: granian's own header read timeout. uvicorn and gunicorn have none; they load
+    `tenk.ops.header_timeout`'s protocol, which reads TENK_HEADER_TIMEOUT_S from the server's environment."""
     bin_dir = Path(sys.executable).parent
     if factory:
         app = app_factory(app, traced)
@@ -53,6 +57,8 @@ def server_argv(
             log_level,
             "--workers-kill-timeout",
             "10",
+            "--http1-header-read-timeout",
+            str(max(1, round(header_timeout_s * 1000))),
         ]
         argv += ["--access-log"] if access_log else ["--no-access-log"]
         return [*argv, *(["--factory"] if factory else []), app]
@@ -69,7 +75,7 @@ def server_argv(
             "--loop",
             "uvloop",
             "--http",
-            "httptools",
+            "tenk.ops.header_timeout:HttpToolsWithHeaderTimeout",
             "--backlog",
             str(BACKLOG),
             "--log-level",
@@ -84,7 +90,7 @@ def server_argv(
         str(bin_dir / "gunicorn"),
         target,
         "--worker-class",
-        "uvicorn.workers.UvicornWorker",
+        "tenk.ops.header_timeout.UvicornWorkerWithHeaderTimeout",
         "--bind",
         f"{host}:{port}",
         "--workers",

@@ -120,6 +120,34 @@ class Settings(BaseSettings):
         description="Comma-separated SHA-256 hex digests of the accepted API keys (never the keys themselves).",
     )
     auth_reads: bool = Field(False, description="Require an API key for reads too.")
+    auth_events: bool = Field(
+        True,
+        description="Require an API key for GET /events/{id}, /sources/{source}/events and /ingest/stats: stored "
+        "events are the clients' data. false: public, unless TENK_AUTH_READS is on.",
+    )
+    auth_metrics: bool | None = Field(None, description="Require an API key for /metrics. Unset: as TENK_AUTH_READS.")
+    auth_docs: bool | None = Field(
+        None, description="Require an API key for /docs, /redoc and /openapi.json. Unset: as TENK_AUTH_READS."
+    )
+    auth_ready: bool | None = Field(
+        None,
+        description="Require an API key for /ready (a load balancer's probe must then send one; /health stays "
+        "open). Unset: as TENK_AUTH_READS.",
+    )
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="Serve /metrics on this port of TENK_HOST instead of the traffic port (each worker binds it "
+        "with SO_REUSEPORT). 0: /metrics on the traffic port.",
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=60,  # granian's bound
+        description="A client that has not sent a request's whole head (request line and headers) this long "
+        "after connecting, or after its previous answer, is disconnected without an answer (slowloris).",
+    )
     max_body_bytes: int = Field(1024 * 1024, ge=1, description="Larger request bodies get 413.")
     body_timeout_s: float = Field(
         10.0, gt=0, description="A request body still arriving this long after its headers gets 408."

@@ -114,8 +114,8 @@ async def test_malformed_json_and_wrong_shapes_are_422(client: httpx.AsyncClient
 
 
 async def test_unknown_event_is_404_and_a_bad_id_is_422(client: httpx.AsyncClient) -> None:
-    assert (await client.get(f"/events/{uuid.uuid4()}")).status_code == 404
-    response = await client.get("/events/not-a-uuid")
+    assert (await client.get(f"/events/{uuid.uuid4()}", headers=AUTH)).status_code == 404
+    response = await client.get("/events/not-a-uuid", headers=AUTH)
     assert response.status_code == 422
-    assert (await client.get("/sources/bad source/events")).status_code == 422
-    assert (await client.get("/sources/ok/events", params={"after": "forged"})).status_code == 422
+    assert (await client.get("/sources/bad source/events", headers=AUTH)).status_code == 422
+    assert (await client.get("/sources/ok/events", params={"after": "forged"}, headers=AUTH)).status_code == 422

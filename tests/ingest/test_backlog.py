@@ -48,7 +48,7 @@ async def _fill_past_the_byte_cap_then_drain(
         assert await redis.xlen(keys.STREAM) == accepted
         held = await _stream_bytes(redis)
         assert BYTE_CAP - BATCH * (len(PAYLOAD) + 100) < held <= BYTE_CAP
-        stats = (await client.get("/ingest/stats")).json()
+        stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         assert (stats["backlog_bytes"], stats["max_backlog_bytes"]) == (held, BYTE_CAP)
 
         # A consumer takes the oldest entry and dies: trimming can remove nothing after it for a minute.
@@ -57,12 +57,12 @@ async def _fill_past_the_byte_cap_then_drain(
         spawn_worker(stack, "cap-bytes", TENK_INGEST_FLUSH_MS="20")
 
         async def drained() -> bool:
-            stats = (await client.get("/ingest/stats")).json()
+            stats = (await client.get("/ingest/stats", headers=AUTH)).json()
             return bool(stats["backlog"] == 1 and stats["rows_written"] == accepted - 1)
 
         await eventually(drained, 30, f"{accepted - 1} rows written")
         # Acknowledged by exactly the bytes that were added, and gone from memory although trimming is stuck.
-        assert (await client.get("/ingest/stats")).json()["backlog_bytes"] == len(stuck[keys.FIELD])
+        assert (await client.get("/ingest/stats", headers=AUTH)).json()["backlog_bytes"] == len(stuck[keys.FIELD])
         left: Any = await redis.xrange(keys.STREAM)
         assert [entry_id for entry_id, _ in left] == [stuck_id]
         ok = await client.post("/events/batch", json=batch, headers=AUTH)
@@ -101,7 +101,7 @@ async def _corrupt_then_heal(client: httpx.AsyncClient, stack: Stack, spawn_work
             return response.status_code == 202
 
         await eventually(accepting, 30, "the counter to heal and ingestion to resume")
-        stats = (await client.get("/ingest/stats")).json()
+        stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         assert stats["reconciled"] >= 1
         assert stats["backlog"] < 1000
         assert stats["backlog_bytes"] < 10_000

@@ -187,5 +187,5 @@ async def _rows_at_least(stack: Stack, n: int) -> bool:
 
 
 async def _drained(client: httpx.AsyncClient) -> bool:
-    stats = (await client.get("/ingest/stats")).json()
+    stats = (await client.get("/ingest/stats", headers=AUTH)).json()
     return bool(stats["backlog"] == 0)

@@ -51,7 +51,7 @@ async def _post_all(client: httpx.AsyncClient, run: str) -> None:
 
 def _stats_say(client: httpx.AsyncClient, check: Callable[[dict[str, Any]], bool]) -> Callable[[], Awaitable[bool]]:
     async def poll() -> bool:
-        return check((await client.get("/ingest/stats")).json())
+        return check((await client.get("/ingest/stats", headers=AUTH)).json())
 
     return poll
 
@@ -102,7 +102,7 @@ async def test_three_shards_keep_each_source_in_one_stream_in_order_and_land_eve
                 # The whole source is here, in the order it was sent, and nowhere else.
                 assert [seq for s, seq in rows if s == source] == list(range(PER_SOURCE))
                 assert all(source not in {s for s, _ in other} for n, other in contents.items() if n != shard)
-        stats = (await client.get("/ingest/stats")).json()
+        stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         assert stats["backlog"] == SOURCES * PER_SOURCE
 
         for name in ("cl-a", "cl-b"):

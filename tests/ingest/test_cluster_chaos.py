@@ -20,7 +20,7 @@ import pytest
 from tenk.ingest import keys
 from tenk.stack.pgbouncer import LocalPgBouncer
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.conftest import ServerProcess, Stack
+from tests.conftest import AUTH, ServerProcess, Stack
 from tests.ingest.conftest import SpawnWorker, eventually
 from tests.ingest.test_chaos import SENDERS, Sender, _kill_mid_flush
 from tests.stack.pgbouncer import pooled_env
@@ -170,7 +170,7 @@ async def _chaos_run(
 
         async def drained() -> bool:
             async with httpx.AsyncClient(base_url=apis[0].base_url, timeout=5) as client:
-                return bool((await client.get("/ingest/stats")).json()["backlog"] == 0)
+                return bool((await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0)
 
         async def settled() -> bool:
             # A worker acknowledges only what Postgres committed: once nothing is left in the

@@ -61,7 +61,7 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
 ) -> None:
     metrics_url = worker_with_metrics(f"w-conflict-{mode}", TENK_INGEST_WRITE_MODE=mode)
     source = f"wk-conflict-{mode}"
-    conflicts_before = (await client.get("/ingest/stats")).json()["conflicts"]
+    conflicts_before = (await client.get("/ingest/stats", headers=AUTH)).json()["conflicts"]
     first_id, batch_id = str(uuid.uuid4()), str(uuid.uuid4())
     original = event(source, first_id, v="original")
     assert (await client.post("/events", json=original, headers=AUTH)).status_code == 202
@@ -79,7 +79,7 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
     assert (await client.post("/events/batch", json=later, headers=AUTH)).status_code == 202
 
     async def settled() -> bool:
-        stats = (await client.get("/ingest/stats")).json()
+        stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         return bool(stats["backlog"] == 0 and stats["conflicts"] == conflicts_before + 2)
 
     await eventually(settled, 15, "two conflicts counted")
@@ -88,7 +88,7 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
     assert b'"impostor"' in entry
     [(reason, _)] = await _dead_letters(stack, batch_id)
     assert reason == "conflict"
-    stored = (await client.get(f"/events/{first_id}")).json()
+    stored = (await client.get(f"/events/{first_id}", headers=AUTH)).json()
     assert stored["payload"] == {"v": "original"}
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 2
     assert _metric(metrics_url, "tenk_ingest_conflicts_total") == 2

@@ -55,7 +55,7 @@ async def _retry_twice(client: httpx.AsyncClient, stack: Stack, source: str) -> 
 
     async def stored() -> bool:
         rows = await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source)
-        return rows == 7 and (await client.get("/ingest/stats")).json()["backlog"] == 0
+        return rows == 7 and (await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0
 
     await eventually(stored, 15, "7 rows: each retried event once")
     for event_id in [*ids, one[0]]:
@@ -167,7 +167,7 @@ async def _timed_out_then_retried(
     retry = await eventually(retried, 30, "a 202 for the retry")
 
     async def drained() -> bool:
-        return bool((await client.get("/ingest/stats")).json()["backlog"] == 0)
+        return bool((await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0)
 
     await eventually(drained, 30, "the retry's events through the worker")
     return list(retry.json()["ids"])

@@ -43,11 +43,11 @@ async def test_events_through_the_pooler_land_exactly_once(
     assert (await client.post("/events/batch", json=again, headers=AUTH)).status_code == 202
 
     async def all_written() -> bool:
-        stats = (await client.get("/ingest/stats")).json()
+        stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         return bool(stats["backlog"] == 0) and await _rows(stack, source) >= EVENTS
 
     await eventually(all_written, 120, f"{EVENTS} events written through pgbouncer")
-    read_back = await client.get(f"/events/{ids[7]}")
+    read_back = await client.get(f"/events/{ids[7]}", headers=AUTH)
     assert read_back.status_code == 200, read_back.text
     assert read_back.json()["payload"] == {"i": 7}
     assert await _rows(stack, source) == EVENTS

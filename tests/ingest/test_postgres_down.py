@@ -49,5 +49,5 @@ async def _fill_then_drain(client: httpx.AsyncClient, stack: Stack) -> None:
         return response.status_code == 202
 
     await eventually(accepting, 5, "POST /events to accept again")
-    stats = (await client.get("/ingest/stats")).json()
+    stats = (await client.get("/ingest/stats", headers=AUTH)).json()
     assert stats["dead_letters"] == 0

@@ -58,7 +58,9 @@ async def test_products_and_events_are_read_and_written_through_a_sentinel_url(
             assert await master.xlen(keys.STREAM) == 1
             # The worker reaches the stream through the sentinels too.
             spawn_worker(stack, f"sen-{event_id[:8]}", TENK_REDIS_URL=redis_sentinel.url, TENK_INGEST_FLUSH_MS="20")
-            await eventually(_answers(client, "GET", f"/events/{event_id}", 200), 60, "the event written to Postgres")
+            await eventually(
+                _answers(client, "GET", f"/events/{event_id}", 200, headers=AUTH), 60, "the event written to Postgres"
+            )
     finally:
         await master.aclose()
 

@@ -11,7 +11,7 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
-from tests.conftest import Stack
+from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, add_entries, count_rows, event, eventually
 
 
@@ -25,7 +25,7 @@ async def _read_as(redis: Redis, consumer: str, source: str, count: int) -> list
 
 
 async def _stats(client: httpx.AsyncClient) -> dict[str, int]:
-    stats: dict[str, int] = (await client.get("/ingest/stats")).json()
+    stats: dict[str, int] = (await client.get("/ingest/stats", headers=AUTH)).json()
     return stats
 
 

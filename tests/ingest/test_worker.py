@@ -33,14 +33,14 @@ async def test_accepted_events_are_written_and_read_back(
         return await _rows(stack, "wk-read") == 7
 
     await eventually(landed, 15, "7 rows")
-    one = (await client.get(f"/events/{events[3]['event_id']}")).json()
+    one = (await client.get(f"/events/{events[3]['event_id']}", headers=AUTH)).json()
     assert one["payload"] == {"i": 3, "text": awkward}
     assert one["ts"].startswith("2026-01-02T03:04:05.123456")
 
     seen: list[str] = []
     url = "/sources/wk-read/events?limit=3"
     while url:
-        page = (await client.get(url)).json()
+        page = (await client.get(url, headers=AUTH)).json()
         seen += [item["event_id"] for item in page["items"]]
         url = f"/sources/wk-read/events?limit=3&after={page['next']}" if page["next"] else ""
     assert sorted(seen) == sorted(str(e["event_id"]) for e in events)
@@ -57,7 +57,7 @@ async def test_the_same_ids_posted_twice_leave_one_row_each(
     assert (await client.post("/events/batch", json=events[:10] * 2, headers=AUTH)).status_code == 202
 
     async def drained() -> bool:
-        stats = (await client.get("/ingest/stats")).json()
+        stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         return stats["backlog"] == 0 and await _rows(stack, "wk-dupes") == 50
 
     await eventually(drained, 15, "the backlog to drain")
@@ -87,7 +87,7 @@ async def test_a_poison_event_goes_to_the_dead_letter_table_and_the_rest_land(
     reason = await eventually(lambda: fetch_reason(stack, poison_id), 5, "the poison event in the dead-letter table")
     assert "invalid input syntax for type json" in reason
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = $1", uuid.UUID(poison_id)) == 0
-    stats = (await client.get("/ingest/stats")).json()
+    stats = (await client.get("/ingest/stats", headers=AUTH)).json()
     assert stats["dead_letters"] >= 1
 
 
@@ -161,13 +161,13 @@ async def test_sigterm_flushes_what_the_worker_holds(
     assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
 
     async def held() -> bool:
-        return bool((await client.get("/ingest/stats")).json()["lag"] == 0)
+        return bool((await client.get("/ingest/stats", headers=AUTH)).json()["lag"] == 0)
 
     await eventually(held, 10, "the worker to read the events")
     assert await _rows(stack, "wk-sigterm") == 0
     assert worker.terminate() == 0, worker.log_tail()
     assert await _rows(stack, "wk-sigterm") == 25
-    assert (await client.get("/ingest/stats")).json()["pending"] == 0
+    assert (await client.get("/ingest/stats", headers=AUTH)).json()["pending"] == 0
 
 
 async def test_insert_mode_one_event_per_flush_writes_the_same_rows(
@@ -181,10 +181,13 @@ async def test_insert_mode_one_event_per_flush_writes_the_same_rows(
         assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
 
     async def landed() -> bool:
-        return await _rows(stack, "wk-insert") == 12 and (await client.get("/ingest/stats")).json()["backlog"] == 0
+        return (
+            await _rows(stack, "wk-insert") == 12
+            and (await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0
+        )
 
     await eventually(landed, 15, "12 rows, each once")
-    one = (await client.get(f"/events/{events[5]['event_id']}")).json()
+    one = (await client.get(f"/events/{events[5]['event_id']}", headers=AUTH)).json()
     assert one["payload"] == {"i": 5, "text": awkward}
 
 

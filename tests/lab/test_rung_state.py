@@ -13,9 +13,11 @@ import httpx
 import pytest
 import redis
 
-from tenk.lab.measuring.processes import process_set, start_redis, wait_ready
+from tenk.lab.definition.ladder import RungConfig
+from tenk.lab.errors import LabError
+from tenk.lab.measuring.processes import process_set, start_redis, start_upstream, wait_ready
 from tenk.lab.measuring.sampling import GaugeWatcher
-from tenk.lab.measuring.state import backlog_failures, ingest_figures
+from tenk.lab.measuring.state import backlog_failures, ingest_figures, reset_upstream
 from tenk.stack import free_port
 from tests.lab.test_capacity import lab_env
 
@@ -61,3 +63,14 @@ def test_a_backlog_stable_step_whose_backlog_could_not_be_read_fails_rather_than
     assert backlog_failures(kept_up) == []
     grew = ingest_figures({"backlog": 0}, {"backlog": 302}, {"rows_landed": 0}, 1.0)
     assert backlog_failures(grew) == ["backlog grew 0 -> 302 (accepted faster than landed)"]
+
+
+def test_a_rung_zeroes_its_mock_vendor_with_the_token_the_mock_was_started_with(tmp_path: Path) -> None:
+    with process_set(tmp_path) as processes:
+        url, token = start_upstream(processes, RungConfig(), None, dict(os.environ))
+        assert httpx.get(f"{url}/v1/quotes/RUNG").status_code == 200
+        with pytest.raises(LabError, match="refused to reset"):
+            reset_upstream(url, "not-the-token")
+        assert httpx.get(f"{url}/stats").json()["quotes"] == 1
+        reset_upstream(url, token)
+        assert httpx.get(f"{url}/stats").json()["quotes"] == 0

@@ -19,7 +19,7 @@ def _lane_for(declare: Callable[[APIRouter], None]) -> TenkAPI:
     declare(router)
     app = TenkAPI()
     app.include_router(router)
-    app.serve_hot(max_body_bytes=1024, auth_reads=False)
+    app.serve_hot(max_body_bytes=1024, needs_key=lambda policy: policy.name == "writer")
     return app
 
 
@@ -99,7 +99,8 @@ def test_the_lane_reads_bounds_patterns_defaults_auth_and_body_from_the_declarat
             return Reply(200, b"{}")
 
     (route,) = _lane_for(declare).lane["POST"]
-    assert (route.template, route.auth, route.body, route.arity) == ("/shelves/{shelf}/items", "writer", 1, 4)
+    assert (route.template, route.body, route.arity) == ("/shelves/{shelf}/items", 1, 4)
+    assert ([policy.name for policy in route.auth], route.key_required) == (["writer"], True)
     assert route.tail("/shelves/abc/items") == "abc"
     assert route.tail("/shelves/a/b/items") is None
     assert route.path is not None

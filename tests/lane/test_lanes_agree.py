@@ -100,36 +100,40 @@ def _id_cases(route: str) -> list[Case]:
     ]
 
 
-def _page_cases(route: str, scope: str, cursor: str, max_limit: int) -> list[Case]:
+def _page_cases(route: str, scope: str, cursor: str, max_limit: int, key: dict[str, str] | None = None) -> list[Case]:
+    # `key`: what every case but the keyless one sends (stored events need a reader key by default).
+    key = key or {}
     forged = cursor_codec("not-the-secret", scope).encode([5] if scope == "tasks" else ["x"])
     return [
-        Case(f"{route} defaults", "GET", route, True),
+        Case(f"{route} defaults", "GET", route, True, key),
         *[
             Case(
                 f"{route} limit={limit or 'empty'}",
                 "GET",
                 f"{route}?limit={limit}",
                 limit in ("1", "100") or (limit == "101" and max_limit > 100),
+                key,
             )
             for limit in ("0", "1", "100", "101", "", "007", "-1", "%D9%A1", BIG)
         ],
-        Case(f"{route} limit twice", "GET", f"{route}?limit=5&limit=6", False),
-        Case(f"{route} unknown param", "GET", f"{route}?limit=5&colour=red", True),
-        Case(f"{route} unknown param twice", "GET", f"{route}?colour=red&colour=blue", True),
-        Case(f"{route} valid cursor", "GET", f"{route}?after={cursor}", True),
-        Case(f"{route} empty cursor", "GET", f"{route}?after=", True),
+        Case(f"{route} limit twice", "GET", f"{route}?limit=5&limit=6", False, key),
+        Case(f"{route} unknown param", "GET", f"{route}?limit=5&colour=red", True, key),
+        Case(f"{route} unknown param twice", "GET", f"{route}?colour=red&colour=blue", True, key),
+        Case(f"{route} valid cursor", "GET", f"{route}?after={cursor}", True, key),
+        Case(f"{route} empty cursor", "GET", f"{route}?after=", True, key),
         Case(
             f"{route} tampered cursor",
             "GET",
             f"{route}?after={cursor[:-2]}{'AA' if cursor[-2:] != 'AA' else 'BB'}",
             True,
+            key,
         ),
-        Case(f"{route} truncated cursor", "GET", f"{route}?after={cursor[:-3]}", True),
-        Case(f"{route} forged cursor", "GET", f"{route}?after={forged}", True),
-        Case(f"{route} garbage cursor", "GET", f"{route}?after=%%%", True),
-        Case(f"{route} signed non-JSON cursor", "GET", f"{route}?after={_signed(scope, NOT_JSON)}", True),
-        Case(f"{route} cursor over 512 chars", "GET", f"{route}?after={'A' * 513}", False),
-        Case(f"{route} cursor of another resource", "GET", f"{route}?after={_signed('products', b'[5]')}", True),
+        Case(f"{route} truncated cursor", "GET", f"{route}?after={cursor[:-3]}", True, key),
+        Case(f"{route} forged cursor", "GET", f"{route}?after={forged}", True, key),
+        Case(f"{route} garbage cursor", "GET", f"{route}?after=%%%", True, key),
+        Case(f"{route} signed non-JSON cursor", "GET", f"{route}?after={_signed(scope, NOT_JSON)}", True, key),
+        Case(f"{route} cursor over 512 chars", "GET", f"{route}?after={'A' * 513}", False, key),
+        Case(f"{route} cursor of another resource", "GET", f"{route}?after={_signed('products', b'[5]')}", True, key),
         Case(f"{route} no key, reads need one", "GET", route, True, auth_reads=True),
     ]
 
@@ -176,14 +180,17 @@ def _cases() -> list[Case]:
             Case(f"/tasks signed cursor {payload!r}", "GET", f"/tasks?after={_signed('tasks', payload)}", True)
             for payload in SIGNED_BAD_TASK_POSITIONS
         ],
-        *_page_cases(source, "events", _events_cursor(f"2026-01-01 00:00:00+00|{EVENT_UUID}"), 500),
-        Case(f"{source} bad source", "GET", "/sources/bad%20source/events", False),
-        Case(f"{source} source of 65", "GET", f"/sources/{'a' * 65}/events", False),
-        Case(f"{source} source with newline", "GET", "/sources/abc%0A/events", False),
-        Case(f"{source} limit 500", "GET", f"{source}?limit=500", True),
-        Case(f"{source} limit 501", "GET", f"{source}?limit=501", False),
+        *_page_cases(source, "events", _events_cursor(f"2026-01-01 00:00:00+00|{EVENT_UUID}"), 500, AUTH),
+        Case(f"{source} bad source", "GET", "/sources/bad%20source/events", False, AUTH),
+        Case(f"{source} source of 65", "GET", f"/sources/{'a' * 65}/events", False, AUTH),
+        Case(f"{source} source with newline", "GET", "/sources/abc%0A/events", False, AUTH),
+        Case(f"{source} limit 500", "GET", f"{source}?limit=500", True, AUTH),
+        Case(f"{source} no key, events are private", "GET", source, True),
+        Case(f"{source} wrong key, events are private", "GET", source, True, WRONG_KEY),
+        Case(f"{source} bad source and no key", "GET", "/sources/bad%20source/events", False),
+        Case(f"{source} limit 501", "GET", f"{source}?limit=501", False, AUTH),
         *[
-            Case(f"{source} signed cursor {key!r}", "GET", f"{source}?after={_events_cursor(key)}", True)
+            Case(f"{source} signed cursor {key!r}", "GET", f"{source}?after={_events_cursor(key)}", True, AUTH)
             for key in (
                 f"not-a-time|{EVENT_UUID}",
                 f"2026-01-01 00:00:00+20:00|{EVENT_UUID}",
@@ -298,7 +305,7 @@ def _down_cases() -> list[Case]:
         Case("down: /products/5", "GET", "/products/5", True),
         Case("down: /tasks/1", "GET", "/tasks/1", None),
         Case("down: /tasks", "GET", "/tasks?limit=3", True),
-        Case(f"down: {source}", "GET", source, None),
+        Case(f"down: {source}", "GET", source, None, AUTH),
         Case("down: /search", "GET", "/search?q=kettle", None),
         Case("down: /events", "POST", "/events", True, AUTH, orjson.dumps(EVENT)),
         Case("down: /events/batch", "POST", "/events/batch", None, AUTH, orjson.dumps([EVENT, EVENT])),

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable
 
 import httpx
+import pytest
 
 from tenk.ops.api_keys import digest, key_is_accepted
 from tenk.settings import Settings
@@ -53,3 +55,60 @@ def test_keys_are_compared_against_digests_not_plaintext() -> None:
     assert not key_is_accepted(digest("beta"), accepted)
     assert not key_is_accepted("gamma", accepted)
     assert not key_is_accepted("alpha", [])
+
+
+EVENT_READS = [f"/events/{uuid.uuid4()}", "/sources/auth-check/events", "/ingest/stats"]
+OPS_PATHS = {"metrics": ["/metrics"], "docs": ["/docs", "/redoc", "/openapi.json"], "ready": ["/ready"]}
+
+
+@pytest.mark.parametrize("hot_lane", [True, False], ids=["hot lane", "FastAPI"])
+async def test_stored_events_need_a_reader_key_by_default(
+    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]], hot_lane: bool
+) -> None:
+    async for client in app_client_factory(stack.settings(hot_lane=hot_lane)):
+        for path in EVENT_READS:
+            refused = await client.get(path)
+            assert refused.status_code == 401, path
+            assert refused.json()["error"]["fields"][0]["field"] == "header.authorization"
+            assert (await client.get(path, headers={"Authorization": "Bearer nope"})).status_code == 403, path
+            assert (await client.get(path, headers=AUTH)).status_code in (200, 404), path
+        # The catalogue stays public: only the clients' own data is locked.
+        assert (await client.get("/products/1")).status_code == 200
+
+
+async def test_stored_events_are_public_only_when_auth_events_is_off(
+    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(stack.settings(auth_events=False)):
+        for path in EVENT_READS:
+            assert (await client.get(path)).status_code in (200, 404), path
+    # TENK_AUTH_READS wins over the events' own switch.
+    async for client in app_client_factory(stack.settings(auth_events=False, auth_reads=True)):
+        for path in EVENT_READS:
+            assert (await client.get(path)).status_code == 401, path
+
+
+async def test_ops_endpoints_need_a_key_with_auth_reads_each_with_its_own_switch(
+    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    async for client in app_client_factory(stack.settings()):
+        for paths in OPS_PATHS.values():
+            for path in paths:
+                assert (await client.get(path)).status_code == 200, f"{path} is open while reads are"
+    async for client in app_client_factory(stack.settings(auth_reads=True)):
+        for paths in OPS_PATHS.values():
+            for path in paths:
+                assert (await client.get(path)).status_code == 401, path
+                assert (await client.get(path, headers=AUTH)).status_code == 200, path
+        assert (await client.get("/health")).status_code == 200  # liveness stays open, and says nothing
+    for opened in OPS_PATHS:
+        switches: dict[str, object] = {f"auth_{opened}": False}
+        async for client in app_client_factory(stack.settings(auth_reads=True, **switches)):
+            for endpoint, others in OPS_PATHS.items():
+                for path in others:
+                    status = (await client.get(path)).status_code
+                    assert status == (200 if endpoint == opened else 401), f"TENK_AUTH_{opened.upper()}=false: {path}"
+    # And one switch alone locks its endpoint while reads stay public.
+    async for client in app_client_factory(stack.settings(auth_metrics=True)):
+        assert (await client.get("/metrics")).status_code == 401
+        assert (await client.get("/docs")).status_code == 200

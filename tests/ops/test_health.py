@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from tenk.settings import Settings
+from tenk.stack import free_port
 from tests.conftest import AUTH, Stack
 
 
@@ -56,3 +57,21 @@ async def test_postgres_down_is_503_with_retry_after_for_uncached_reads_and_writ
             assert response.status_code == 503, response.text
             assert int(response.headers["retry-after"]) >= 1
             assert response.json()["error"]["code"] in ("database_unavailable", "circuit_open")
+
+
+async def test_ready_says_down_and_the_dependency_never_its_address(
+    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    dead = free_port()
+    settings = stack.settings(
+        database={"url": f"postgresql://tenk:pw@127.0.0.1:{dead}/tenk"}, redis={"url": f"redis://127.0.0.1:{dead}/0"}
+    )
+    async for client in app_client_factory(settings):
+        ready = await client.get("/ready")
+        assert ready.status_code == 503
+        body = ready.json()
+        assert body["status"] == "down"
+        assert {"postgres", "redis"} <= set(body["checks"])
+        assert all(check == {"ok": False, "error": "down"} for check in body["checks"].values()), body
+        assert str(dead) not in ready.text
+        assert "127.0.0.1" not in ready.text

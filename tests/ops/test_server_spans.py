@@ -15,9 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
+from pydantic import ValidationError
 
 from tenk.app import create_app
 from tenk.ops.server_spans import RequestSampler, ServerSpans, TraceIdsDrawnAhead
+from tenk.ops.settings import OpsSettings
 from tests.conftest import AUTH, Stack
 
 # A remote parent that did not sample its trace (W3C flags 00).
@@ -46,10 +48,16 @@ def _tracer(
     return provider.get_tracer("test")
 
 
-async def _client(app: FastAPI, tracer: Tracer) -> AsyncIterator[httpx.AsyncClient]:
-    wrapped = ServerSpans(app, tracer, frozenset({"/health"}))
+# httpx's ASGI transport calls from this address unless told otherwise.
+CALLER = "127.0.0.1"
+
+
+async def _client(
+    app: FastAPI, tracer: Tracer, trusted: tuple[str, ...] = (CALLER,), caller: str = CALLER
+) -> AsyncIterator[httpx.AsyncClient]:
+    wrapped = ServerSpans(app, tracer, frozenset({"/health"}), trusted_networks=trusted)
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=wrapped)
+        transport = httpx.ASGITransport(app=wrapped, client=(caller, 40000))
         async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test", headers=AUTH) as client:
             yield client
 
@@ -91,6 +99,43 @@ async def test_an_incoming_trace_context_is_continued(
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
     assert span.parent is not None
     assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+
+
+@pytest.mark.parametrize(
+    ("trusted", "caller"),
+    [((), CALLER), (("10.0.0.0/8", "::1"), "203.0.113.9")],
+    ids=["no network trusted (the default)", "caller outside the trusted networks"],
+)
+async def test_an_untrusted_callers_sampled_flag_does_not_force_recording(
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator], trusted: tuple[str, ...], caller: str
+) -> None:
+    """With a ratio of 0 no new trace is kept: only an honoured parent's flag could record these requests."""
+    sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
+    async for client in _client(app, _tracer(exported, RequestSampler(0.0), ids), trusted, caller):
+        for _ in range(20):
+            assert (await client.get("/products/1777", headers={"traceparent": sampled_parent})).status_code == 200
+            assert (await client.get("/tasks", headers={"traceparent": sampled_parent})).status_code == 200
+    assert exported.get_finished_spans() == ()
+
+
+async def test_a_trusted_networks_sampled_flag_is_honoured(
+    app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
+) -> None:
+    sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
+    tracer = _tracer(exported, RequestSampler(0.0), ids)
+    async for client in _client(app, tracer, ("10.0.0.0/8",), "10.1.2.3"):
+        assert (await client.get("/tasks", headers={"traceparent": sampled_parent})).status_code == 200
+    (span,) = _servers(exported)
+    assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+
+
+def test_trusted_networks_are_read_as_a_comma_separated_list_and_refused_when_not_networks() -> None:
+    assert OpsSettings.model_validate({"otel_trusted_networks": "10.0.0.0/8, ::1"}).otel_trusted_networks == [
+        "10.0.0.0/8",
+        "::1",
+    ]
+    with pytest.raises(ValidationError, match="otel_trusted_networks"):
+        OpsSettings.model_validate({"otel_trusted_networks": "10.0.0.0/8,everyone"})
 
 
 async def test_an_unsampled_request_records_nothing_below_it_either(

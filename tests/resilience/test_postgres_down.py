@@ -132,7 +132,7 @@ async def test_fast_shutdown_and_killed_backends_answer_503_never_500(
 
     async def reader(http: httpx.AsyncClient) -> None:
         while not stop.is_set():
-            seen.append(await http.get(next(paths)))
+            seen.append(await http.get(next(paths), headers=AUTH))
 
     async def wait_for(predicate: Callable[[httpx.Response], bool], what: str) -> None:
         start, deadline = len(seen), time.monotonic() + 60

@@ -131,7 +131,7 @@ def read_write_and_event(run: DevRun, within_s: float = 60.0) -> None:
         accepted = client.post("/events", json=body, headers=auth)
         assert accepted.status_code == 202, accepted.text
         deadline = time.monotonic() + within_s
-        while client.get(f"/events/{event_id}").status_code != 200:
+        while client.get(f"/events/{event_id}", headers=auth).status_code != 200:
             assert time.monotonic() < deadline, f"event not written within {within_s}s:\n{run.log_text()[-3000:]}"
             time.sleep(0.1)
 

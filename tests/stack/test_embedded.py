@@ -48,6 +48,10 @@ def test_up_is_idempotent_and_down_stops_both(stack_root: Path) -> None:
         assert "0001_catalog_tasks.sql" in first.stdout
         assert (data_dir / "dev-api-key").read_text().startswith("tk_")
         assert oct((data_dir / "dev-api-key").stat().st_mode & 0o777) == "0o600"
+        key = (data_dir / "dev-api-key").read_text().strip()
+        # Where the key is, never the key itself: `tenk up`'s output ends up in CI logs.
+        assert key not in first.stdout + first.stderr
+        assert str((data_dir / "dev-api-key").resolve()) in first.stdout
 
         second = _tenk(data_dir, pg_port, redis_port, "up", "--products", "50", "--tasks", "5")
         assert second.returncode == 0, second.stderr
@@ -55,6 +59,7 @@ def test_up_is_idempotent_and_down_stops_both(stack_root: Path) -> None:
         assert "redis: already running" in second.stdout
         assert "migrations: up to date" in second.stdout
         assert "seed: 0 products, 0 tasks" in second.stdout
+        assert key not in second.stdout + second.stderr
 
         status = _tenk(data_dir, pg_port, redis_port, "status")
         assert status.stdout.count("running") == 2

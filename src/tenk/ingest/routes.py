@@ -25,7 +25,7 @@ from tenk.ingest.service import IngestService
 from tenk.ingest.stream import summed_counters
 from tenk.lane import ContentType, IdempotencyKey, RawBody, app_state, hot
 from tenk.models import errors_documented
-from tenk.ops.auth import require_reader, require_writer
+from tenk.ops.auth import require_event_reader, require_writer
 from tenk.outages import REDIS_DOWN
 from tenk.pagination import CursorCodec, cursors, keyset_page
 from tenk.reply import Reply
@@ -104,7 +104,7 @@ async def post_batch(
     "/events/{event_id}",
     response_model=Event,
     responses=errors_documented({404: "Not written (yet), or never sent"}),
-    dependencies=[Depends(require_reader)],
+    dependencies=[Depends(require_event_reader)],
     summary="One written event",
 )
 async def get_event(event_id: UUID, ingest: IngestDep) -> Response:
@@ -117,7 +117,7 @@ async def get_event(event_id: UUID, ingest: IngestDep) -> Response:
 @router.get(
     "/sources/{source}/events",
     response_model=EventPage,
-    dependencies=[Depends(require_reader)],
+    dependencies=[Depends(require_event_reader)],
     summary="A source's written events by (ts, event_id), keyset paginated",
 )
 @hot
@@ -150,7 +150,7 @@ def _position(codec: CursorCodec, after: str) -> tuple[str, str]:
 @router.get(
     "/ingest/stats",
     response_model=IngestStats,
-    dependencies=[Depends(require_reader)],
+    dependencies=[Depends(require_event_reader)],
     summary="Backlog, pending, dead letters, rows written, last flush",
 )
 async def ingest_stats(service: IngestDep) -> Response:

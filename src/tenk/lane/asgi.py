@@ -14,7 +14,9 @@ through to FastAPI untouched.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -25,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 from tenk.errors import PayloadTooLargeError, reply_for
 from tenk.lane.declare import header
 from tenk.lane.derive import UNRECOGNISED, LaneRoute, hot_routes
-from tenk.ops.auth import check_authorization_header
+from tenk.ops.auth import KeyPolicy, check_authorization_header
 from tenk.ops.metrics import latency_observer
 from tenk.ops.request_body import declared_length, read_body
 from tenk.ops.request_id import HEADER as REQUEST_ID_HEADER
@@ -61,16 +63,19 @@ class TenkAPI(FastAPI):
         self.lane: dict[str, list[LaneRoute]] = {}
         self._max_body_bytes = 0
         self._body_timeout_s = 0.0
-        self._auth_reads = False
 
-    def serve_hot(self, *, max_body_bytes: int, auth_reads: bool, body_timeout_s: float = 10.0) -> None:
-        """Derive the lane from the `@hot` routes included so far (LaneDeclarationError if one can't be)."""
+    def serve_hot(
+        self, *, max_body_bytes: int, needs_key: Callable[[KeyPolicy], bool], body_timeout_s: float = 10.0
+    ) -> None:
+        """Derive the lane from the `@hot` routes included so far (LaneDeclarationError if one can't be).
+
+        `needs_key` judges a route's key policies, as its FastAPI dependencies do, from the same settings."""
         self.lane = {}
         for route in hot_routes(self.router.routes):
-            self.lane.setdefault(route.method, []).append(route)
+            keyed = dataclasses.replace(route, key_required=any(needs_key(policy) for policy in route.auth))
+            self.lane.setdefault(route.method, []).append(keyed)
         self._max_body_bytes = max_body_bytes
         self._body_timeout_s = body_timeout_s
-        self._auth_reads = auth_reads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (routes := self.lane.get(scope["method"])):
@@ -112,7 +117,7 @@ class TenkAPI(FastAPI):
         try:
             try:
                 # RequestBodyGuard's order: the key from the headers alone, then the declared length, then the body.
-                if route.auth == "writer" or (route.auth == "reader" and self._auth_reads):
+                if route.key_required:
                     check_authorization_header(header(scope, b"authorization"), self.state.accepted_key_digests)
                 if route.body is not None:
                     length = declared_length(scope)

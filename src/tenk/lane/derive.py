@@ -17,7 +17,7 @@ import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Union, get_args, get_origin
+from typing import Any, Final, Union, get_args, get_origin
 
 import annotated_types
 from fastapi import params
@@ -26,16 +26,15 @@ from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
 from starlette.routing import BaseRoute
 
 from tenk.lane.declare import HOT_HANDLERS, RESOLVERS, Handler, Resolver, raw_body
-from tenk.ops.auth import require_reader, require_writer
+from tenk.ops.auth import KEY_POLICIES, KeyPolicy
 
 UNRECOGNISED: Final = object()
 Parser = Callable[[str], Any]
-Auth = Literal["reader", "writer"] | None
 
 SUPPORTED = (
     "an int path or query parameter with bounds (ge/le), a str path or query parameter "
     "(min_length/max_length/pattern), a default, RawBody, a `resolved(...)`/`app_state(...)` dependency, "
-    "and require_reader/require_writer in the route's dependencies"
+    "and key checks (tenk.ops.auth: require_reader, require_writer, ...) in the route's dependencies"
 )
 
 
@@ -66,8 +65,9 @@ class LaneRoute:
     query: tuple[QueryParam, ...]
     resolvers: tuple[tuple[int, Resolver], ...]
     body: int | None
-    auth: Auth
+    auth: tuple[KeyPolicy, ...]  # the key checks the route declares; any one that applies needs the key
     query_keys: frozenset[str]
+    key_required: bool = False  # the `auth` policies judged against the app's settings, once (`serve_hot`)
 
     def tail(self, path: str) -> str | None:
         """The path parameter's text ("" for exact routes), or None when the path is not this route's."""
@@ -146,16 +146,14 @@ def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> Parser:
     raise ValueError(f"unsupported type {annotation!r}")
 
 
-def _auth(route: RouteContext) -> Auth:
-    auth: Auth = None
+def _auth(route: RouteContext) -> tuple[KeyPolicy, ...]:
+    policies: list[KeyPolicy] = []
     for depends in route.dependencies:
-        if depends.dependency is require_writer:
-            auth = "writer"
-        elif depends.dependency is require_reader:
-            auth = auth or "reader"
-        else:
+        policy = KEY_POLICIES.get(depends.dependency) if depends.dependency is not None else None
+        if policy is None:
             raise LaneDeclarationError(f"{_name(route)}: route dependency {depends.dependency!r} is not supported")
-    return auth
+        policies.append(policy)
+    return tuple(policies)
 
 
 def _name(route: RouteContext) -> str:

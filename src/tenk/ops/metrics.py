@@ -185,7 +185,7 @@ class MetricsMiddleware:
 
 
 @lru_cache(maxsize=1)
-def _scrape_registry() -> CollectorRegistry:
+def scrape_registry() -> CollectorRegistry:
     """With several worker processes (`tenk serve --workers N` sets PROMETHEUS_MULTIPROC_DIR), counters and
     histograms are summed over all workers; the live gauges are the answering worker's own."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -197,4 +197,4 @@ def _scrape_registry() -> CollectorRegistry:
 
 
 async def metrics_endpoint(_: Request) -> Response:
-    return Response(generate_latest(_scrape_registry()), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(scrape_registry()), media_type=CONTENT_TYPE_LATEST)

@@ -19,9 +19,18 @@ a dropped request gets a bare non-recording span, made current with one context 
 the SDK, which must then start it with the trace id the sampler saw (a ratio sampler decides by the id:
 a fresh id would be a second draw, and the kept share the square of the ratio): hence the provider's
 `TraceIdsDrawnAhead`. With any other tracer, every request takes the SDK's path.
+
+An incoming W3C trace context is continued only from a trusted caller (TENK_OPS_OTEL_TRUSTED_NETWORKS):
+with a parent-based sampler, a `traceparent` whose sampled flag is set makes the request recorded, so any
+client could otherwise have every request it sends traced (and exported) at will. Picking the trace id
+would not do either: the ratio sampler decides by the id, which the client then chooses. From anyone
+else the headers are ignored and the request is a new trace, sampled by the ratio.
 """
 
 from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
 
 from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
@@ -48,9 +57,23 @@ _UNSAMPLED = TraceFlags(TraceFlags.DEFAULT)
 _UNSAMPLED_RANDOM_ID = TraceFlags(TraceFlags.RANDOM_TRACE_ID)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 def _carrier(scope: Scope) -> dict[str, str]:
     """The W3C trace-context headers, the only ones the default propagator reads."""
     return {name.decode(): value.decode("latin-1") for name, value in scope["headers"] if name in _PROPAGATED}
+
+
+def _caller_is_in(scope: Scope, networks: tuple[Network, ...]) -> bool:
+    client = scope.get("client")
+    if not networks or not client:
+        return False
+    try:
+        address = ipaddress.ip_address(client[0])
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
 
 
 class TraceIdsDrawnAhead(RandomIdGenerator):
@@ -113,10 +136,17 @@ class _Sampling:
 
 
 class ServerSpans:
-    def __init__(self, app: ASGIApp, tracer: Tracer, excluded_paths: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tracer: Tracer,
+        excluded_paths: frozenset[str] = frozenset(),
+        trusted_networks: Iterable[str] = (),
+    ) -> None:
         self.app = app
         self.tracer = tracer
         self.excluded_paths = excluded_paths
+        self.trusted_networks = tuple(ipaddress.ip_network(network, strict=False) for network in trusted_networks)
         self.sampling: _Sampling | None = None
         if isinstance(tracer, SdkTracer) and isinstance(tracer.id_generator, TraceIdsDrawnAhead):
             self.sampling = _Sampling(tracer.sampler, tracer.id_generator)
@@ -126,7 +156,8 @@ class ServerSpans:
             await self.app(scope, receive, send)
             return
         carrier = _carrier(scope)
-        parent = propagate.extract(carrier) if carrier else None
+        trusted = carrier and _caller_is_in(scope, self.trusted_networks)
+        parent = propagate.extract(carrier) if trusted else None
         method = method_label(scope["method"])
         dropped = self.sampling.dropped(parent, method) if self.sampling else None
         if dropped is not None:

@@ -137,7 +137,9 @@ class Fleet:
         )
 
     def _api_env(self) -> dict[str, str]:
-        return {**self.env, "TENK_DRAIN_S": str(self.drain_s)}
+        # HAProxy's health checks and the fleet's own ask /ready without a key: it stays open on the nodes
+        # (it names dependencies, nothing more). One metrics port for several nodes would be any node's.
+        return {**self.env, "TENK_DRAIN_S": str(self.drain_s), "TENK_AUTH_READY": "false", "TENK_METRICS_PORT": "0"}
 
     def _start_apis(self, names: list[str], ports: list[int]) -> list[Member]:
         """Start these nodes together (start-up is mostly imports: in parallel it takes one's time), then

@@ -24,6 +24,8 @@ from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.driving.generator import pinned
 from tenk.lab.errors import LabError, NotReadyError
 from tenk.lab.targets.baselines import WSGI_BASELINES
+from tenk.lab.targets.mock_upstream.process import new_admin_token
+from tenk.lab.targets.mock_upstream.server import ADMIN_TOKEN_ENV
 from tenk.serving import server_argv
 from tenk.settings import ServerName, Settings
 from tenk.stack import (
@@ -256,18 +258,22 @@ def pin_tree(pids: list[int], cpus: str) -> None:
             continue
 
 
-def start_upstream(processes: ProcessSet, config: RungConfig, cpus: str | None, env: Mapping[str, str]) -> str:
+def start_upstream(
+    processes: ProcessSet, config: RungConfig, cpus: str | None, env: Mapping[str, str]
+) -> tuple[str, str]:
+    """The mock vendor for a rung: its URL, and the admin token that resets its counts."""
     port = free_port()
+    token = new_admin_token()
     up = config.upstream
     argv = _tenk(
         "mock-upstream", "--host", "127.0.0.1", "--port", str(port),
         "--p50-ms", f"{up['p50_ms']:g}", "--p99-ms", f"{up['p99_ms']:g}",
         "--error-rate", f"{up['error_rate']:g}", "--hang-rate", f"{up['hang_rate']:g}", "--seed", "1",
     )  # fmt: skip
-    item = processes.start("mock-upstream", argv, env, cpus)
+    item = processes.start("mock-upstream", argv, {**env, ADMIN_TOKEN_ENV: token}, cpus)
     url = f"http://127.0.0.1:{port}"
     wait_ready(item, url + "/health")
-    return url
+    return url, token
 
 
 def start_workers(processes: ProcessSet, count: int, cpus: str | None, env: Mapping[str, str]) -> None:

@@ -108,6 +108,8 @@ class RungRun:
         self.processes: ProcessSet | None = None
         self.target_pid: int | None = None
         self.nodes: dict[str, int] = {}
+        # The mock vendor's admin token, for zeroing its counts before each step.
+        self.upstream_token = ""
         self.reset: list[str] = []
         self.metrics_before: dict[str, float] = {}
         self.metrics_after: dict[str, float] = {}
@@ -150,7 +152,7 @@ class RungRun:
             self.reset.append(TARGET_RESET)
             if self.mix.needs_upstream:
                 self.reset.append(UPSTREAM_RESET)
-                env["TENK_UPSTREAM_URL"] = start_upstream(processes, config, self.helper_cpus, env)
+                env["TENK_UPSTREAM_URL"], self.upstream_token = start_upstream(processes, config, self.helper_cpus, env)
             if config.ingest_workers:
                 start_workers(processes, config.ingest_workers, self.helper_cpus, env)
             if self.bench.topology == "cluster":
@@ -173,7 +175,7 @@ class RungRun:
         sampler = self._sampler()
         upstream_url = self.env.get("TENK_UPSTREAM_URL", "") if self.local else ""
         if upstream_url:
-            reset_upstream(upstream_url)
+            reset_upstream(upstream_url, self.upstream_token)
         ingest_start = ingest_snapshot(base_url, api_key) if self.watch_backlog else {}
         window_start = db_now(self.dsn) if self.dsn else None
         gauges = GaugeWatcher(base_url) if self.watch_gauges else None

@@ -27,6 +27,7 @@ import psycopg
 import redis
 
 from tenk.lab.documents import IngestFigures, UpstreamStats
+from tenk.lab.errors import LabError
 
 TIMEOUT_S = 5.0
 TARGET_RESET = "target restarted for this repeat (in-process caches empty)"
@@ -100,11 +101,15 @@ def drain_ingest(base_url: str, api_key: str, timeout_s: float = DRAIN_TIMEOUT_S
         time.sleep(0.2)  # polling a counter, with a deadline: not synchronisation by sleep
 
 
-def reset_upstream(url: str) -> None:
+def reset_upstream(url: str, admin_token: str) -> None:
+    """Zero the mock vendor's counts for a step. A refusal is a LabError: a step must not report the
+    previous steps' calls as its own."""
     try:
-        httpx.delete(url + "/stats", timeout=TIMEOUT_S)
+        response = httpx.delete(url + "/stats", headers={"Authorization": f"Bearer {admin_token}"}, timeout=TIMEOUT_S)
     except httpx.HTTPError:
         return
+    if response.status_code in (401, 403):
+        raise LabError(f"the mock vendor refused to reset its counts ({response.status_code}): {response.text[:200]}")
 
 
 def upstream_snapshot(url: str) -> UpstreamStats:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import cast
 
 import aiohttp
@@ -14,8 +16,9 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from tenk.lab.targets.mock_upstream import MockUpstreamProcess
-from tenk.stack import Spawned
+from tenk.lab.targets.mock_upstream import ADMIN_TOKEN_ENV, MockUpstreamProcess
+from tenk.stack import Spawned, start_http_server
+from tests.conftest import SERVER_START_S, VENV_BIN
 
 
 def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> None:
@@ -36,7 +39,11 @@ def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> No
 def test_unknown_routes_and_methods(mock: MockUpstreamProcess) -> None:
     assert httpx.get(f"{mock.url}/v2/nothing").status_code == 404
     assert httpx.post(f"{mock.url}/v1/quotes/AAPL").status_code == 405
-    assert httpx.get(f"{mock.url}/admin/latency").status_code == 405
+    assert httpx.get(f"{mock.url}/admin/latency", headers=_admin(mock)).status_code == 405
+
+
+def _admin(mock: MockUpstreamProcess) -> dict[str, str]:
+    return {"Authorization": f"Bearer {mock.admin_token}"}
 
 
 async def _timed_quotes(url: str, count: int, prefix: str) -> list[tuple[int, float]]:
@@ -91,14 +98,14 @@ async def test_admin_route_changes_latency_at_run_time_and_stats_show_it(mock: M
     ],
 )
 def test_admin_route_refuses_bad_values_naming_the_field(mock: MockUpstreamProcess, body: object, field: str) -> None:
-    response = httpx.put(f"{mock.url}/admin/latency", json=body)
+    response = httpx.put(f"{mock.url}/admin/latency", json=body, headers=_admin(mock))
     assert response.status_code == 422
     assert response.json()["error"]["fields"][0]["field"] == field
     assert mock.stats()["profile"]["p50_ms"] == 0.0
 
 
 def test_malformed_json_and_malformed_http_get_4xx(mock: MockUpstreamProcess) -> None:
-    response = httpx.put(f"{mock.url}/admin/latency", content=b"{nope")
+    response = httpx.put(f"{mock.url}/admin/latency", content=b"{nope", headers=_admin(mock))
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "malformed_json"
     host, port = mock.url.removeprefix("http://").split(":")
@@ -176,7 +183,56 @@ class _OlderMock(BaseHTTPRequestHandler):
 def test_a_stats_answer_lacking_a_field_fails_on_arrival_naming_it() -> None:
     with ThreadingHTTPServer(("127.0.0.1", 0), _OlderMock) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        client = MockUpstreamProcess(f"http://127.0.0.1:{server.server_port}", cast(Spawned, None))
+        client = MockUpstreamProcess(f"http://127.0.0.1:{server.server_port}", cast(Spawned, None), "token")
         with pytest.raises(ValidationError, match=r"in_flight\n  Field required"):
             client.stats()
         server.shutdown()
+
+
+def test_admin_calls_need_the_token_the_mock_was_started_with(mock: MockUpstreamProcess) -> None:
+    httpx.get(f"{mock.url}/v1/quotes/ADMIN")
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}, {"Authorization": mock.admin_token}):
+        slowed = httpx.put(f"{mock.url}/admin/latency", json={"p50_ms": 900, "p99_ms": 900}, headers=headers)
+        assert slowed.status_code == 401, headers
+        assert slowed.json()["error"]["fields"][0]["field"] == "header.authorization"
+        assert httpx.delete(f"{mock.url}/stats", headers=headers).status_code == 401, headers
+    stats = mock.stats()
+    assert stats["profile"]["p50_ms"] == 0.0
+    assert stats["quotes"] == 1, "a refused DELETE /stats reset the counts"
+    assert httpx.get(f"{mock.url}/stats").status_code == 200  # reading the counts changes nothing
+
+
+def _non_loopback_address() -> str:
+    # The address this machine would send from to another host: not 127.0.0.0/8 or ::1.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("203.0.113.1", 9))  # TEST-NET-3: routed like any host, never sent to
+        except OSError:
+            pytest.skip("this machine has no non-loopback IPv4 address to call the mock from")
+        address = cast(str, probe.getsockname()[0])
+    if address.startswith("127."):
+        pytest.skip("this machine has no non-loopback IPv4 address to call the mock from")
+    return address
+
+
+@pytest.mark.parametrize("token", ["", "lab-token"], ids=["started without a token", "called from another host"])
+def test_admin_calls_answer_only_loopback_clients_of_a_mock_with_a_token(tmp_path: Path, token: str) -> None:
+    address = _non_loopback_address() if token else ""
+    server, url = start_http_server(
+        "mock-upstream",
+        lambda port: [str(VENV_BIN / "tenk"), "mock-upstream", "--host", "0.0.0.0", "--port", str(port)],
+        lambda _: tmp_path / "mock.log",
+        timeout=SERVER_START_S,
+        env={**os.environ, ADMIN_TOKEN_ENV: token},
+    )
+    try:
+        port = url.rsplit(":", 1)[1]
+        caller = f"http://{address}:{port}" if token else url
+        headers = {"Authorization": f"Bearer {token or 'guess'}"}
+        assert httpx.get(f"{caller}/v1/quotes/AAPL").status_code == 200  # the vendor's API stays open
+        slowed = httpx.put(f"{caller}/admin/latency", json={"p50_ms": 900, "p99_ms": 900}, headers=headers)
+        assert slowed.status_code == 403
+        assert httpx.delete(f"{caller}/stats", headers=headers).status_code == 403
+        assert httpx.get(f"{url}/stats").json()["profile"]["p50_ms"] == 40.0
+    finally:
+        server.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import urllib.request
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from urllib.parse import urlencode
 from pydantic import TypeAdapter
 
 from tenk.lab.targets.mock_upstream.profile import Profile, ProfileValues
+from tenk.lab.targets.mock_upstream.server import ADMIN_TOKEN_ENV
 from tenk.lab.targets.mock_upstream.stats import StatsSnapshot
 from tenk.stack import Spawned, start_http_server
 
@@ -25,6 +27,7 @@ _PROFILE: TypeAdapter[ProfileValues] = TypeAdapter(ProfileValues)
 class MockUpstreamProcess:
     url: str
     server: Spawned
+    admin_token: str
 
     @property
     def pid(self) -> int:
@@ -49,9 +52,8 @@ class MockUpstreamProcess:
         """One JSON request; its answer's body. An error status raises urllib's HTTPError. urllib, not
         httpx: the service's image runs the mock and installs no lab-only client."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self.admin_token}"}
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=5) as response:
             answer: bytes = response.read()
         return answer
@@ -89,7 +91,14 @@ def start_mock_upstream(
         ]
         return argv if seed is None else [*argv, "--seed", str(seed)]
 
-    server, url = start_http_server("mock-upstream", argv_for, lambda _: log, timeout=timeout_s, port=port)
+    # A fresh token each start, in the environment (not argv, which every local user can read).
+    token = new_admin_token()
+    env = {**os.environ, ADMIN_TOKEN_ENV: token}
+    server, url = start_http_server("mock-upstream", argv_for, lambda _: log, timeout=timeout_s, port=port, env=env)
     if cpus is not None:
         os.sched_setaffinity(server.pid, cpus)
-    return MockUpstreamProcess(url, server)
+    return MockUpstreamProcess(url, server, token)
+
+
+def new_admin_token() -> str:
+    return secrets.token_urlsafe(24)

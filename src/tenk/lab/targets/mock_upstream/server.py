@@ -3,11 +3,18 @@
 A framework would cost a task and an ASGI scope per request; here a delayed answer is one timer
 handle on the event loop, so ten thousand parked requests cost ten thousand timers and sockets.
 HTTP/1.1 keep-alive and pipelining are honoured: answers leave a connection in request order.
+
+The admin calls (`PUT /admin/latency`, `DELETE /stats`) change what every client measures, so they
+answer only a loopback client that sends `Authorization: Bearer <token>`, the token the mock was started
+with (TENK_MOCK_ADMIN_TOKEN, in its environment: argv is readable by every local user). Without a token
+they are off. The lab and the test fixtures start the mock with a fresh token and send it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import logging
 import signal
 import time
@@ -35,6 +42,8 @@ BACKLOG = 16384
 _REASONS = {
     200: b"OK",
     400: b"Bad Request",
+    401: b"Unauthorized",
+    403: b"Forbidden",
     404: b"Not Found",
     405: b"Method Not Allowed",
     422: b"Unprocessable Entity",
@@ -63,6 +72,10 @@ _NOT_FOUND = _error("not_found", "no such route")
 _NOT_ALLOWED = _error("method_not_allowed", "method not allowed")
 _UPSTREAM_ERROR = _error("internal", "mock upstream error (injected)")
 _HEALTHY = orjson.dumps({"status": "ok"})
+_ADMIN_OFF = _error("forbidden", "admin calls are off: start the mock with TENK_MOCK_ADMIN_TOKEN")
+_ADMIN_REMOTE = _error("forbidden", "admin calls answer loopback clients only")
+_ADMIN_NO_TOKEN = _error("unauthorized", "send Authorization: Bearer <admin token>", "header.authorization")
+ADMIN_TOKEN_ENV = "TENK_MOCK_ADMIN_TOKEN"
 
 
 def quote_body(symbol: str) -> bytes:
@@ -86,10 +99,21 @@ class _Slot:
 class MockUpstream:
     """The behaviour shared by every connection: the profile, the sampler and the stats."""
 
-    def __init__(self, profile: Profile, seed: int | None) -> None:
+    def __init__(self, profile: Profile, seed: int | None, admin_token: str = "") -> None:
         self.sampler = Sampler(profile, seed)
         self.stats = Stats()
         self.connections: set[_Connection] = set()
+        self._admin_authorization = f"Bearer {admin_token}".encode() if admin_token else b""
+
+    def _admin_refusal(self, conn: _Connection) -> bytes | None:
+        """Why this request may not change the mock (an answer to send), or None."""
+        if not self._admin_authorization:
+            return http_response(403, _ADMIN_OFF, False)
+        if not conn.loopback:
+            return http_response(403, _ADMIN_REMOTE, False)
+        if not hmac.compare_digest(conn.authorization, self._admin_authorization):
+            return http_response(401, _ADMIN_NO_TOKEN, False)
+        return None
 
     def handle(self, conn: _Connection, slot: _Slot, method: bytes, url: bytes, body: bytes) -> None:
         self.stats.requests += 1
@@ -105,6 +129,10 @@ class MockUpstream:
         elif path == "/stats":
             self._stats(conn, slot, method, parsed.query)
         elif path == "/admin/latency":
+            if (refusal := self._admin_refusal(conn)) is not None:
+                slot.keep_alive = False
+                conn.fill(slot, refusal)
+                return
             self._admin(conn, slot, method, body)
         else:
             conn.fill(slot, http_response(404, _NOT_FOUND, slot.keep_alive))
@@ -140,6 +168,10 @@ class MockUpstream:
 
     def _stats(self, conn: _Connection, slot: _Slot, method: bytes, query: bytes | None) -> None:
         if method == b"DELETE":
+            if (refusal := self._admin_refusal(conn)) is not None:
+                slot.keep_alive = False
+                conn.fill(slot, refusal)
+                return
             self.stats.reset()
             # Requests held right now are still held: keep counting them.
             self.stats.in_flight = self.stats.max_in_flight = sum(c.pending for c in self.connections)
@@ -195,6 +227,8 @@ class _Connection(asyncio.Protocol):
         self.slots: deque[_Slot] = deque()
         self.pending = 0
         self.closed = False
+        self.loopback = False
+        self.authorization = b""
         self._url = b""
         self._body: list[bytes] = []
 
@@ -202,6 +236,11 @@ class _Connection(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast("asyncio.Transport", transport)
         self.app.connections.add(self)
+        peer = transport.get_extra_info("peername")
+        try:
+            self.loopback = ipaddress.ip_address(peer[0]).is_loopback
+        except (TypeError, ValueError, IndexError):
+            self.loopback = False
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -216,6 +255,11 @@ class _Connection(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._url = b""
         self._body = []
+        self.authorization = b""
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"authorization":
+            self.authorization = value
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -273,10 +317,11 @@ async def serve(
     profile: Profile,
     seed: int | None,
     on_ready: Callable[[str, int], None] | None = None,
+    admin_token: str = "",
 ) -> None:
     """Serve until SIGINT or SIGTERM."""
     loop = asyncio.get_running_loop()
-    app = MockUpstream(profile, seed)
+    app = MockUpstream(profile, seed, admin_token)
     server = await loop.create_server(lambda: _Connection(app), host, port, backlog=BACKLOG, reuse_address=True)
     stopping = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -293,13 +338,18 @@ async def serve(
 
 
 def run(
-    host: str, port: int, profile: Profile, seed: int | None, on_ready: Callable[[str, int], None] | None = None
+    host: str,
+    port: int,
+    profile: Profile,
+    seed: int | None,
+    on_ready: Callable[[str, int], None] | None = None,
+    admin_token: str = "",
 ) -> None:
     """Run the mock on uvloop (plain asyncio where uvloop is missing)."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(serve(host, port, profile, seed, on_ready))
+        asyncio.run(serve(host, port, profile, seed, on_ready, admin_token))
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve(host, port, profile, seed, on_ready))
+        runner.run(serve(host, port, profile, seed, on_ready, admin_token))
