@@ -187,5 +187,6 @@ async def _rows_at_least(stack: Stack, n: int) -> bool:
 
 
 async def _drained(client: httpx.AsyncClient) -> bool:
-    stats = (await client.get("/ingest/stats", headers=AUTH)).json()
-    return bool(stats["backlog"] == 0)
+    # A 503 while Redis or Postgres comes back up is not an answer yet.
+    response = await client.get("/ingest/stats", headers=AUTH)
+    return response.status_code == 200 and response.json()["backlog"] == 0
