@@ -39,7 +39,8 @@ async def test_ready_is_degraded_while_redis_is_weaker_than_promised_and_the_api
             status, check = await _durability_check(client)
             assert status == "degraded"
             assert check["ok"] is False
-            assert "appendfsync everysec" in str(check["error"])
+            # Why is in the log; /ready says only that the promise is down (no internals to the public port).
+            assert check["error"] == "down"
             # A setting made at run time would be lost on the next restart: the API must not make one.
             assert (await redis.config_get("appendfsync"))["appendfsync"] == "everysec"
 

@@ -84,7 +84,8 @@ async def test_writes_on_a_read_only_database_answer_503_with_retry_after(
     private_stack: Stack, spawn_api: Callable[..., ServerProcess]
 ) -> None:
     api = spawn_api(private_stack)
-    admin = await asyncpg.connect(private_stack.pg.url)
+    # The database's settings are the superuser's to change (the app role does not own it).
+    admin = await asyncpg.connect(private_stack.pg.superuser_url)
     try:
         # What a client sees after failing over to a standby that is still read-only.
         await admin.execute("ALTER DATABASE tenk SET default_transaction_read_only = on")
