@@ -24,7 +24,7 @@ import json
 import os
 import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -60,9 +60,20 @@ class EventErrors(Exception):
         self.problems = problems
 
 
-def uuid7() -> str:
-    """A time-ordered UUID (RFC 9562 v7): generated ids land at the right edge of the primary key index."""
-    ms = time.time_ns() // 1_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+# The milliseconds a UUIDv7 can carry.
+_UUID7_MS_LIMIT = 1 << 48
+
+
+def uuid7(ms: int | None = None) -> str:
+    """A time-ordered UUID (RFC 9562 v7) whose time is `ms` (Unix milliseconds), or now.
+
+    An event's generated id carries the event's own `ts`, not the time it was accepted: the id then
+    names the day partition that holds the event, so finding it by id reads that one partition
+    (migration 0009). Ids of one day's events stay ordered, at the right edge of that partition's index."""
+    if ms is None or not 0 <= ms < _UUID7_MS_LIMIT:
+        ms = time.time_ns() // 1_000_000
     # From the OS's CSPRNG, not `random`: a writer who sees a batch's ids could recover a Mersenne Twister's
     # state from them and post conflicting events under the ids to come. The syscall costs ~0.4 us an id.
     rand = int.from_bytes(os.urandom(10))
@@ -70,6 +81,12 @@ def uuid7() -> str:
     value |= rand & 0x3FFF_FFFF_FFFF_FFFF
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _epoch_ms(canonical: str) -> int:
+    """Unix milliseconds of a `canonical_ts` text (UTC ISO 8601)."""
+    # In integers: a float product can land a millisecond short of midnight, on the day before.
+    return (datetime.fromisoformat(canonical) - _EPOCH) // _MILLISECOND
 
 
 def keyed_id(key: bytes, index: int, source: bytes, ts: bytes, payload_json: bytes) -> str:
@@ -159,8 +176,8 @@ def parse_event(
     raw_id = event.get("event_id")
     event_id = ""
     if raw_id is None:
-        # A keyed id is derived once the content is known to be valid.
-        event_id = uuid7() if key is None else ""
+        # Generated (from the ts) or keyed (from the content) once the fields are known to be valid.
+        pass
     elif isinstance(raw_id, str) and len(raw_id) <= 64:
         try:
             event_id = str(UUID(raw_id))
@@ -186,8 +203,10 @@ def parse_event(
         return None
     assert isinstance(source, str)
     source_bytes, ts_bytes = source.encode(), ts_text.encode()
-    if not event_id and key is not None:
-        event_id = keyed_id(key, index, source_bytes, ts_bytes, payload_json)
+    if not event_id:
+        event_id = (
+            uuid7(_epoch_ms(ts_text)) if key is None else keyed_id(key, index, source_bytes, ts_bytes, payload_json)
+        )
     entry = b"\t".join((event_id.encode(), source_bytes, ts_bytes, accepted, payload_json))
     return entry, event_id
 

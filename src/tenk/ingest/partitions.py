@@ -80,6 +80,8 @@ async def maintain(conn: asyncpg.Connection, retention_days: int) -> Maintenance
                 "DELETE FROM events_default WHERE ts < $1::date::timestamp AT TIME ZONE 'UTC'", cutoff
             )
             expired = int(status.rsplit(" ", 1)[1])
+            # What listed the dropped and deleted events (migration 0009) goes with them.
+            await conn.execute("DELETE FROM events_elsewhere WHERE ts < $1::date::timestamp AT TIME ZONE 'UTC'", cutoff)
     if created or dropped or expired:
         logger.info("event partitions: made %s, dropped %s, %d expired rows deleted", created, dropped, expired)
     return Maintenance(created, dropped, expired)

@@ -46,8 +46,8 @@ class GiveUp(Exception):
 
 
 class SchemaMissing(Exception):
-    """A table the flush needs stayed missing (42P01) for SCHEMA_WAIT_S: the database is not migrated,
-    or is the wrong one. Retrying forever would hide that; the worker stops, its entries pending."""
+    """A table or function the flush needs stayed missing (42P01, 42883) for SCHEMA_WAIT_S: the database
+    is not migrated, or is the wrong one. Retrying forever would hide that; the worker stops, its entries pending."""
 
 
 # Long enough for `tenk migrate` running beside a starting worker; short enough to surface the mistake.
@@ -118,8 +118,9 @@ class PostgresWriter:
                 return await op(await self._connection())
             except DATA_ERRORS:
                 raise
-            except asyncpg.UndefinedTableError as exc:
-                # Possibly transient (a migration is running), never for long.
+            except (asyncpg.UndefinedTableError, asyncpg.UndefinedFunctionError) as exc:
+                # A table or a function of the migrations is missing. Possibly transient (a migration is
+                # running), never for long.
                 schema_missing_since = schema_missing_since or time.monotonic()
                 if time.monotonic() - schema_missing_since > self.schema_wait_s:
                     raise SchemaMissing(f"{exc}; is the database migrated (`tenk migrate`)?") from exc
@@ -151,8 +152,11 @@ class PostgresWriter:
             if self.through_pooler:
                 await conn.execute(queries.CREATE_STAGING)
             await conn.copy_to_table(queries.STAGING_TABLE, source=_once(data), columns=queries.STAGING_COLUMNS)
-            status: str = await conn.execute(queries.INSERT_FROM_STAGING)
-            written = int(status.rsplit(" ", 1)[1])
+            day = await conn.fetchval(queries.STAGING_DAY)
+            if day is not None:
+                written: int = await conn.fetchval(queries.INSERT_FROM_STAGING_ONE_DAY, day)
+            else:
+                written = await conn.fetchval(queries.INSERT_FROM_STAGING)
             # Every row inserted: no id was repeated, so there is nothing to compare.
             if written < len(entries):
                 conflicts = {row[0] for row in await conn.fetch(queries.CONFLICTS_IN_STAGING)}
@@ -170,8 +174,7 @@ class PostgresWriter:
         conflicts: set[str] = set()
         async with conn.transaction():
             for stream_key, (event_id, source, ts, accepted_us, payload) in rows:
-                status: str = await conn.execute(queries.INSERT_ONE, event_id, source, ts, payload, accepted_us)
-                inserted = int(status.rsplit(" ", 1)[1])
+                inserted: int = await conn.fetchval(queries.INSERT_ONE, event_id, source, ts, payload, accepted_us)
                 written += inserted
                 if not inserted and await conn.fetchval(queries.CONFLICT_ONE, event_id, source, ts, payload):
                     conflicts.add(stream_key)
