@@ -41,3 +41,13 @@ class SearchSettings(BaseModel):
     statement_timeout_ms: int = Field(
         2_000, ge=1, description="Postgres cancels a search query that runs longer; the client gets 503."
     )
+    client_rate: float = Field(
+        20.0,
+        ge=0,
+        description="Statements a second that the searches of one client without an API key may send to Postgres "
+        "(cached pages cost none; a new spelling one more); past its burst, 429 with Retry-After. Counted per "
+        "process, by client address (IPv6 by /64). 0: no limit.",
+    )
+    client_burst: int = Field(
+        60, ge=1, description="Statements a client without an API key may send at once before `client_rate` applies."
+    )
