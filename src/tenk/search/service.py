@@ -109,8 +109,10 @@ class SearchService:
             if page.refresh and key not in self._refreshes and key not in self.loads and self._refresh_capacity():
                 self._refresh_in_background(key, query)
             return page.body
+        if key in self.loads:
+            return await self.loads.do(key, lambda: self._load(key, query))  # joins a load: no statement of its own
         self.budget.charge(client)
-        if key not in self.loads and not self.doorkeeper.seen_before(key):
+        if not self.doorkeeper.seen_before(key):
             return await self._fetch(query, limit)
         return await self.loads.do(key, lambda: self._load(key, query))
 
