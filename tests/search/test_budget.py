@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import pytest
 
-from tenk.search.budget import ClientBudget, SearchBudgetError, client_key
+from tenk.search.budget import ClientBudget, SearchBudgetError, SharedTime, client_key
 from tenk.settings import Settings
 from tests.conftest import AUTH, Stack
 from tests.search.test_cache import SteppedClock
@@ -29,6 +29,25 @@ def test_a_client_past_its_burst_is_refused_until_tokens_come_back() -> None:
         budget.charge("198.51.100.7")
     for _ in range(100):
         budget.charge(None)  # a caller with an API key is not counted
+
+
+def test_anonymous_searches_share_a_budget_of_postgres_time_that_comes_back_at_its_share() -> None:
+    clock = SteppedClock()
+    shared = SharedTime(share=0.5, clock=clock)
+    shared.admit()
+    shared.spend(1.0)  # half a second overdrawn: statements in flight may all finish past the budget
+    with pytest.raises(SearchBudgetError) as refused:
+        shared.admit()
+    assert refused.value.retry_after_s == 1
+    clock.now += 0.9  # 0.45 s back: still overdrawn
+    with pytest.raises(SearchBudgetError):
+        shared.admit()
+    clock.now += 0.2
+    shared.admit()
+    clock.now += 3600
+    shared.spend(0.5)  # it never holds more than one second's worth
+    with pytest.raises(SearchBudgetError):
+        shared.admit()
 
 
 def test_ipv6_clients_are_counted_by_their_64_block() -> None:
@@ -56,3 +75,20 @@ async def test_past_its_budget_an_anonymous_client_gets_429_with_retry_after_but
         assert with_key.status_code == 200, with_key.text
         wrong_key = await client.get("/search", params={"q": "ergonomic"}, headers={"Authorization": "Bearer nope"})
         assert wrong_key.status_code == 429
+
+
+async def test_once_anonymous_searches_spent_their_share_of_postgres_they_get_429_and_key_holders_do_not(
+    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+) -> None:
+    # A share so small that one statement spends it, and none comes back during the test.
+    settings = stack.settings(search={"anonymous_db_share": 0.000001})
+    async for client in app_client_factory(settings):
+        for _ in range(2):  # a key holder's second search caches the page
+            assert (await client.get("/search", params={"q": "kettle"}, headers=AUTH)).status_code == 200
+        assert (await client.get("/search", params={"q": "lamp"})).status_code == 200  # spends the share
+        refused = await client.get("/search", params={"q": "rugged"})
+        assert refused.status_code == 429, refused.text
+        assert "share of the database" in refused.json()["error"]["message"]
+        assert int(refused.headers["retry-after"]) >= 1
+        assert (await client.get("/search", params={"q": "kettle"})).status_code == 200  # cached: free
+        assert (await client.get("/search", params={"q": "rugged"}, headers=AUTH)).status_code == 200

@@ -32,7 +32,7 @@ from tenk.errors import UnavailableError
 from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
 from tenk.search import spelling
 from tenk.search.admission import Doorkeeper
-from tenk.search.budget import ClientBudget
+from tenk.search.budget import ClientBudget, SharedTime
 from tenk.search.pages import ResultPages
 from tenk.search.queries import (
     NORMALISE,
@@ -83,6 +83,7 @@ class SearchService:
         self.doorkeeper = Doorkeeper(ADMISSION_WINDOW_PAGES * settings.cache_max_items)
         self.loads: SingleFlight[PageKey, bytes] = SingleFlight()
         self.budget = ClientBudget(settings.client_rate, settings.client_burst, clock=clock)
+        self.anonymous_time = SharedTime(settings.anonymous_db_share, clock=clock)
         # Spelling -> normalised key; a query's normal form never changes, so they are kept until evicted.
         self._spellings: OrderedDict[str, str] = OrderedDict()
         self.normalisations = 0  # round trips to normalise a new spelling
@@ -102,8 +103,8 @@ class SearchService:
             return NO_ITEMS
         key = (normal, limit)
         if self.pages is None:
-            self.budget.charge(client)
-            return await self._fetch(query, limit)
+            self._charge(client)
+            return await self._fetch(query, limit, client)
         page = self.pages.get(key)
         if page is not None:
             if page.refresh and key not in self._refreshes and key not in self.loads and self._refresh_capacity():
@@ -111,10 +112,17 @@ class SearchService:
             return page.body
         if key in self.loads:
             return await self.loads.do(key, lambda: self._load(key, query))  # joins a load: no statement of its own
-        self.budget.charge(client)
+        self._charge(client)
         if not self.doorkeeper.seen_before(key):
-            return await self._fetch(query, limit)
-        return await self.loads.do(key, lambda: self._load(key, query))
+            return await self._fetch(query, limit, client)
+        return await self.loads.do(key, lambda: self._load(key, query, client))
+
+    def _charge(self, client: str | None) -> None:
+        """Before a statement of an anonymous search: the shared time first (a refusal there takes none of
+        the client's own tokens), then the client's budget (`tenk.search.budget`)."""
+        if client is not None:
+            self.anonymous_time.admit()
+            self.budget.charge(client)
 
     async def _normalised(self, query: str, client: str | None) -> str:
         """The query's page key (`tenk.search.spelling`): from memory for a spelling seen before, else a word's
@@ -125,10 +133,10 @@ class SearchService:
             return normal
         if ONE_WORD.fullmatch(query):
             return spelling.word_key(query)
-        self.budget.charge(client)
+        self._charge(client)
         self.normalisations += 1
         async with self.bulkhead.slot():
-            tsquery, tree = await self._in_postgres(lambda conn: conn.fetchrow(NORMALISE, query))
+            tsquery, tree = await self._in_postgres(lambda conn: conn.fetchrow(NORMALISE, query), client)
         normal = spelling.tsquery_key(tsquery, tree)
         self._spellings[query] = normal
         if len(self._spellings) > ADMISSION_WINDOW_PAGES * self.settings.cache_max_items:
@@ -162,22 +170,24 @@ class SearchService:
                 raise
             logger.info("search page refresh skipped: %s", exc.__class__.__name__)
 
-    async def _load(self, key: PageKey, query: str) -> bytes:
+    async def _load(self, key: PageKey, query: str, client: str | None = None) -> bytes:
         """Fetch a page's items and cache them; `query` is any spelling of the key (all rank the same)."""
         loaded_at = self.clock()
-        items = await self._fetch(query, key[1])
+        items = await self._fetch(query, key[1], client)
         if self.pages is not None:
             self.pages.put(key, items, loaded_at)
         return items
 
-    async def _fetch(self, query: str, limit: int) -> bytes:
+    async def _fetch(self, query: str, limit: int, client: str | None = None) -> bytes:
         # Postgres renders the items as JSON text; the body is assembled as bytes around it, never parsed.
         async with self.bulkhead.slot():
-            items: str = await self._in_postgres(lambda conn: self._ranked(conn, query, limit))
+            items: str = await self._in_postgres(lambda conn: self._ranked(conn, query, limit), client)
         return items.encode()
 
-    async def _in_postgres(self, run: Callable[[asyncpg.Connection], Awaitable[_T]]) -> _T:
-        """`run` on a search connection, under the statement timeout."""
+    async def _in_postgres(self, run: Callable[[asyncpg.Connection], Awaitable[_T]], client: str | None) -> _T:
+        """`run` on a search connection, under the statement timeout; an anonymous client's time is spent
+        from the shared budget, whatever the outcome."""
+        started = time.perf_counter()
         try:
             async with self.pg.acquire() as conn:
                 if not self.timeout_per_transaction:
@@ -187,6 +197,9 @@ class SearchService:
                     return await run(conn)
         except asyncpg.QueryCanceledError:
             raise SearchTimeoutError() from None
+        finally:
+            if client is not None:
+                self.anonymous_time.spend(time.perf_counter() - started)
 
     async def _ranked(self, conn: asyncpg.Connection, query: str, limit: int) -> str:
         if self.settings.full_ranking:

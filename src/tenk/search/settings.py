@@ -51,3 +51,10 @@ class SearchSettings(BaseModel):
     client_burst: int = Field(
         60, ge=1, description="Statements a client without an API key may send at once before `client_rate` applies."
     )
+    anonymous_db_share: float = Field(
+        0.5,
+        ge=0,
+        description="Seconds of Postgres statement time a second that searches from clients without an API key may "
+        "take together, per process (0.5: half a core's worth); while it is spent they get 429 with Retry-After "
+        "(cached pages and key holders never do). 0: no limit.",
+    )
