@@ -17,6 +17,7 @@ from tests.search.test_cache import _counted_pool, _searches
     [
         ("'kettl' & !'kettl'", "'kettl'"),
         ("!'kettl'", "T"),
+        ("'kettl' | !'lamp'", "T"),  # `kettle or -lamp`: nearly every product, by a scan of them all
         ("", ""),
         ("'kettl' <-> 'lamp' & !'kettl'", "'kettl' <-> 'lamp'"),
         ("'kettl' & !'lamp' & 'lamp'", "'kettl' & 'lamp'"),
@@ -66,7 +67,15 @@ async def test_a_query_without_a_positive_term_is_answered_without_ranking(stack
     pool = await _counted_pool(stack, statements)
     try:
         service = SearchService(pool, SearchSettings(cache=False))
-        for query in ("kettle -kettle", "-kettle", "the and of", '"kettle lamp" -kettle', "-kettle -lamp"):
+        nothing = (
+            "kettle -kettle",
+            "-kettle",
+            "the and of",
+            '"kettle lamp" -kettle',
+            "-kettle -lamp",
+            "kettle or -lamp",
+        )
+        for query in nothing:
             assert orjson.loads(await service.search(query, 10))["items"] == [], query
         assert _searches(statements) == 0
         assert orjson.loads(await service.search("kettle -lamp", 10))["items"]

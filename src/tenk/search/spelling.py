@@ -7,9 +7,10 @@ round trip far cheaper than a ranking (`NORMALISE`), once per spelling (spelling
 
 A plain word needs no round trip: websearch_to_tsquery reads it as to_tsvector does, case aside.
 
-A query without a positive term cannot be answered from the index: `-kettle` (querytree `T`) matches
-nearly every product, and `kettle -kettle` matches none after rechecking every product with the word.
-Both are answered with no hits and no ranking.
+A query the index cannot narrow (querytree `T`: an alternative of exclusions only, `-kettle` or
+`kettle or -lamp`) matches nearly every product by a scan of them all, and `kettle -kettle` matches
+none after rechecking every product with the word. Both are answered with no hits and no ranking:
+search finds products by the words they have, not by the words they lack.
 """
 
 from __future__ import annotations
