@@ -9,8 +9,9 @@ Postgres, as with the cache off, with no cache write and no single-flight task. 
 queries go through single-flight, so concurrent identical queries share one Postgres call.
 
 Pages are keyed by the query's normalised form, so every spelling of a query shares one
-(`tenk.search.spelling`); a query that can match nothing worth ranking is answered at once. A client
-without an API key has a budget of Postgres statements (`tenk.search.budget`); cached pages are free.
+(`tenk.search.spelling`); a query that can match nothing worth ranking is answered at once. Searches
+without an API key have budgets (`tenk.search.budget`): statements per client, and a share of Postgres
+time for all of them together; cached pages are free.
 """
 
 from __future__ import annotations
