@@ -39,6 +39,9 @@ async def test_redis_hits_resume_after_postgres_fails_under_the_half_open_redis_
     app = create_app(private_stack.settings(catalog={"local_cache": False}))  # every read asks Redis
     async with app.router.lifespan_context(app):
         catalog: CatalogService = app.state.catalog
+        # The ids below are past the catalogue, which is a 404 at once (tenk.catalog.ceiling): as if they were in
+        # range, so that each is a miss that asks Redis and Postgres.
+        catalog.ceiling.raise_to(2**63 - 1)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as http:
             assert (await http.get("/products/1")).status_code == 200  # now in Redis
@@ -102,6 +105,9 @@ async def test_postgres_down_under_a_redis_miss_is_not_a_redis_failure_and_selec
     app = create_app(private_stack.settings(catalog={"local_cache": False}))
     async with app.router.lifespan_context(app):
         catalog: CatalogService = app.state.catalog
+        # The ids below are past the catalogue, which is a 404 at once (tenk.catalog.ceiling): as if they were in
+        # range, so that each is a miss that asks Redis and Postgres.
+        catalog.ceiling.raise_to(2**63 - 1)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as http:
             assert (await http.get("/products/1")).status_code == 200

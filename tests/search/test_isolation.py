@@ -87,6 +87,9 @@ def test_a_search_flood_leaves_tasks_and_product_misses_within_twice_their_unloa
         TENK_SEARCH_CACHE="false",
         TENK_SEARCH_MAX_INFLIGHT=str(SEARCH_CAP),
         TENK_SEARCH_MAX_WAIT_S="30",
+        # The bulkhead alone, against a flood no budget slows (tenk.search.budget).
+        TENK_SEARCH_CLIENT_RATE="0",
+        TENK_SEARCH_ANONYMOUS_DB_SHARE="0",
         TENK_CATALOG_LOCAL_CACHE="false",
         TENK_CATALOG_REDIS_CACHE="false",
     )

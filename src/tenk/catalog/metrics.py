@@ -33,3 +33,6 @@ INVALIDATIONS_REPLAYED = Counter(
 FILLS_FAILED = Counter(
     "tenk_catalog_redis_fills_failed_total", "Product reads Redis did not cache (full, or unreachable mid-read)."
 )
+PAST_CEILING = Counter(
+    "tenk_catalog_past_ceiling_total", "Product reads answered 404 at once: the id is past the highest one stored."
+)

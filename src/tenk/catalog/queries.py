@@ -33,6 +33,8 @@ RETURNING {_PRODUCT_JSON}
 PRODUCT_PAGE = f"SELECT id, {_PRODUCT_JSON} FROM products WHERE id > $1 ORDER BY id LIMIT $2"
 
 DELETE_PRODUCT = "DELETE FROM products WHERE id = $1 RETURNING id"
+# The catalogue's id range (tenk.catalog.ceiling): one backward step of the primary key index.
+HIGHEST_PRODUCT_ID = "SELECT coalesce(max(id), 0) FROM products"
 # The invalidation outbox (migration 0003): records the products trigger writes with every change.
 # With the primary's WAL position, read after the write committed, so at or past its commit record: a
 # replica that has replayed that far sees the write (tenk.catalog.replicas).

@@ -1,8 +1,11 @@
 """The product read path and the write-side invalidation.
 
 Read: process LRU -> Redis -> Postgres. Concurrent misses on one id share one load (single-flight),
-so a burst of N misses costs one SELECT per process. When Redis is down (its breaker open), reads go
-to Postgres through a small bulkhead, so a Redis outage cannot turn into a Postgres stampede.
+so a burst of N misses costs one SELECT per process. Ids past the highest one stored are a 404 at once
+(`tenk.catalog.ceiling`), and ids found missing are remembered in an LRU of their own: a flood of
+made-up ids costs no read each and never evicts the products people read. When Redis is down (its
+breaker open), reads go to Postgres through a small bulkhead, so a Redis outage cannot turn into a
+Postgres stampede.
 
 Each dependency has its own breaker, and each breaker judges only the calls to its dependency: a
 Redis lookup, the Postgres SELECT and the Redis fill are separate guarded calls, so Postgres failing
@@ -27,6 +30,7 @@ from redis.asyncio import Redis
 
 from tenk.background import cancel_and_wait
 from tenk.catalog import keys, metrics, queries
+from tenk.catalog.ceiling import IdCeiling
 from tenk.catalog.invalidation import Invalidator
 from tenk.catalog.replicas import Replicas, WrittenLsn
 from tenk.catalog.settings import CatalogSettings
@@ -54,6 +58,8 @@ class CatalogService:
         self.redis = redis
         self.settings = settings
         self.local: TtlCache[int] = TtlCache(settings.local_max_items, settings.local_ttl_s)
+        self.missing: TtlCache[int] = TtlCache(settings.local_max_items, settings.negative_ttl_s)
+        self.ceiling = IdCeiling(self._highest_id, settings.negative_ttl_s)
         self.replicas = replicas or Replicas([])
         self.loads: SingleFlight[int, bytes] = SingleFlight()
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
@@ -68,22 +74,33 @@ class CatalogService:
         """The product's JSON bytes, or MISSING. Hot path: the local hit returns before any await."""
         if self.settings.local_cache:
             cached = self.local.get(product_id)
+            if cached is None:
+                cached = self.missing.get(product_id)
             if cached is not None:
                 metrics.LOCAL_HIT.inc()
                 return cached
             metrics.LOCAL_MISS.inc()
+        if await self.ceiling.beyond(product_id):
+            metrics.PAST_CEILING.inc()
+            return MISSING
         return await self.loads.do(product_id, lambda: self._load(product_id))
 
+    async def _highest_id(self) -> int:
+        highest: int = await self.pg.fetchval(queries.HIGHEST_PRODUCT_ID)
+        return highest
+
     async def _load(self, product_id: int) -> bytes:
-        epoch = self.local.epoch
+        epoch, missing_epoch = self.local.epoch, self.missing.epoch
         if self.settings.redis_cache:
             value = await self._load_through_redis(product_id)
         else:
             metrics.DB_READ_NORMAL.inc()
             value = await self._select(product_id)
         if self.settings.local_cache:
-            ttl = self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.local_ttl_s)
-            self.local.put(product_id, value, epoch=epoch, ttl_s=ttl)
+            if value == MISSING:
+                self.missing.put(product_id, value, epoch=missing_epoch)
+            else:
+                self.local.put(product_id, value, epoch=epoch, ttl_s=self._jitter(self.settings.local_ttl_s))
         return value
 
     async def _load_through_redis(self, product_id: int) -> bytes:
@@ -161,13 +178,19 @@ class CatalogService:
     async def invalidate(self, product_id: int) -> None:
         """After a committed write: drop every cached copy, here and in every other process; returns once
         every process has confirmed, or after `invalidation_ack_timeout_s`."""
-        self.local.invalidate(product_id)
+        self._forget(product_id)
         metrics.INVALIDATIONS.labels("local_write").inc()
         await self.invalidator.after_write(product_id)
 
+    def _forget(self, product_id: int) -> None:
+        """Drop what this process holds on a product just written: created, it may be past the ceiling."""
+        self.local.invalidate(product_id)
+        self.missing.invalidate(product_id)
+        self.ceiling.raise_to(product_id)
+
     def _apply_invalidation(self, data: bytes) -> None:
         with suppress(ValueError):
-            self.local.invalidate(int(data))
+            self._forget(int(data))
             metrics.INVALIDATIONS.labels("pubsub").inc()
 
     async def listen_for_invalidations(self, ready: asyncio.Event) -> None:
@@ -179,6 +202,8 @@ class CatalogService:
                 async with self.invalidator.broadcast.subscription() as subscription:
                     # Messages published while we were disconnected are lost: start clean.
                     self.local.clear()
+                    self.missing.clear()
+                    self.ceiling.expire()
                     ready.set()
                     backoff.reset()
                     while True:

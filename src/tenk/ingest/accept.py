@@ -9,6 +9,8 @@ safe when every event carries its own `event_id`, or when the request carries an
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import orjson
 
 from tenk.errors import error_body
@@ -30,6 +32,14 @@ _BAD_KEY = error_body(
     "the Idempotency-Key is not valid",
     [{"field": "header.idempotency-key", "message": f"must be 1-{MAX_IDEMPOTENCY_KEY} printable ASCII characters"}],
 )
+
+
+def _not_before(service: IngestService) -> datetime | None:
+    """The oldest `ts` retention keeps: an older event is refused (422 naming `ts`), not answered 202 and
+    then deleted by the next partition maintenance. Rolling, so that what is accepted stays until its `ts`
+    is `retention_days` old (whole days are dropped, so up to a day longer)."""
+    days = service.settings.retention_days
+    return datetime.now(UTC) - timedelta(days=days) if days > 0 else None
 
 
 def _invalid(exc: codec.EventErrors) -> Reply:
@@ -65,7 +75,7 @@ async def accept_one(service: IngestService, body: bytes, idempotency_key: bytes
     if service.over_capacity:
         return _busy(service)
     try:
-        entry, event_id = codec.parse_one(body, idempotency_key)
+        entry, event_id = codec.parse_one(body, idempotency_key, _not_before(service))
     except codec.EventErrors as exc:
         return _invalid(exc)
     if service.full_shards and service.refuses([entry]):
@@ -84,7 +94,7 @@ async def accept_batch(
     if service.over_capacity:
         return _busy(service)
     try:
-        entries, ids = codec.parse_batch(body, ndjson, idempotency_key)
+        entries, ids = codec.parse_batch(body, ndjson, idempotency_key, _not_before(service))
     except codec.TooManyEvents:
         return Reply(413, _TOO_MANY, None)
     except codec.EventErrors as exc:

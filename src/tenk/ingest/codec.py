@@ -25,6 +25,7 @@ import os
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -41,7 +42,11 @@ from tenk.ingest.schemas import (
 _SOURCE = re.compile(SOURCE_PATTERN)
 _CANONICAL_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _IDEMPOTENCY_KEY = re.compile(rb"[\x21-\x7e]+")
-_LONG_DIGITS = re.compile(rb"[0-9]{20}")
+# A number that a double may not keep as sent: one with 16 or more digits (past a double's 15 exact ones,
+# and every integer beyond 64 bits), or with an exponent (the only short way to write a number out of a
+# double's range). Anchored where a JSON value starts, so that ids and words in strings ("4e1b") rarely
+# send a body down the slow path; a string that does is only checked for nothing.
+_LONG_OR_SCALED_NUMBER = re.compile(rb"[:,\[]\s*-?(?:[0-9.]{16}|[0-9.]+[eE])")
 # orjson keeps integers in [-2**63, 2**64) exact, and jsonb stores them exactly.
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _FIELDS = frozenset(("event_id", "source", "ts", "payload"))
@@ -121,6 +126,14 @@ def source_problem(source: object) -> str | None:
     return "must be 1-64 of A-Z a-z 0-9 . _ : -, starting with a letter or digit"
 
 
+def ts_too_old(ts_text: str, not_before: datetime) -> str | None:
+    """With retention on, an event older than its window would be written and then dropped by the next
+    partition maintenance: a 202 that vanishes. `ts_text` is `canonical_ts`'s."""
+    if datetime.fromisoformat(ts_text) < not_before:
+        return f"is older than the retention window (before {not_before.isoformat()}); it would be deleted"
+    return None
+
+
 def canonical_ts(ts: object) -> tuple[str, str | None]:
     """(UTC ISO 8601 text, None), or ("", problem). A timestamp without an offset is refused, not
     guessed: the same wall-clock time means different instants on different senders."""
@@ -159,9 +172,17 @@ def _encode_payload(payload: object) -> tuple[bytes, str | None]:
 
 
 def parse_event(
-    event: Any, where: str, accepted: bytes, problems: list[Problem], key: bytes | None = None, index: int = 0
+    event: Any,
+    where: str,
+    accepted: bytes,
+    problems: list[Problem],
+    key: bytes | None = None,
+    index: int = 0,
+    not_before: datetime | None = None,
 ) -> tuple[bytes, str] | None:
     """(entry, event_id) for a valid event; otherwise appends to `problems` and returns None.
+
+    With `not_before` (retention on), an event whose `ts` is earlier is refused (`ts_too_old`).
 
     An event without an id gets a time-ordered one, or, when the request carries an Idempotency-Key,
     the one `keyed_id` derives from the key, the event's position in the request and its content.
@@ -192,6 +213,8 @@ def parse_event(
         problems.append({"field": f"{where}.source", "message": problem})
 
     ts_text, problem = canonical_ts(event.get("ts"))
+    if problem is None and not_before is not None:
+        problem = ts_too_old(ts_text, not_before)
     if problem is not None:
         problems.append({"field": f"{where}.ts", "message": problem})
 
@@ -243,35 +266,59 @@ def _int_in_range(text: str) -> int:
     return int(text)
 
 
+def _float_kept(text: str) -> float:
+    """The stdlib's `parse_float`: refuses a number that would not be stored as the client wrote it.
+
+    The payload is re-encoded by orjson through a double, and jsonb stores that decimal exactly: so a
+    literal is kept when orjson's rendering of its double is the same number (`0.1`, `1E+5`), and not
+    when the double rounded it (`0.12345678901234567890`) or underflowed (`1e-400` would become `0.0`).
+    """
+    if len(text) <= 16 and "e" not in text and "E" not in text:
+        return 0.0  # at most 15 digits: a double keeps every such decimal, and orjson writes it back
+    written = orjson.dumps(orjson.loads(text))
+    if Decimal(text) != Decimal(written.decode()):
+        raise _NumberNotKept
+    return 0.0
+
+
 class _IntegerOutOfRange(Exception):
     pass
 
 
-def _integers_problem(raw: bytes) -> str | None:
-    """orjson reads an integer beyond 64 bits as the nearest double: refuse it rather than store another
-    number. Only a body with a run of 20 digits can hold one, so others skip the slow check."""
-    if _LONG_DIGITS.search(raw) is None:
+class _NumberNotKept(Exception):
+    pass
+
+
+def _numbers_problem(raw: bytes) -> str | None:
+    """orjson reads an integer beyond 64 bits, and any number, as the nearest double: refuse a number it
+    would change rather than store another one. Only a body with a long or scaled number can hold one
+    (`_LONG_OR_SCALED_NUMBER`), so others skip the slow check."""
+    if _LONG_OR_SCALED_NUMBER.search(raw) is None:
         return None
     try:
-        json.loads(raw, parse_int=_int_in_range)
+        json.loads(raw, parse_int=_int_in_range, parse_float=_float_kept)
     except _IntegerOutOfRange:
         return "holds an integer outside the 64-bit range; send it as a string"
+    except _NumberNotKept:
+        return (
+            "holds a number a 64-bit float cannot keep exactly (too many digits, or out of range); send it as a string"
+        )
     except (ValueError, RecursionError):
-        # orjson accepted it, so only the stdlib's own limits differ: no integer was out of range.
+        # orjson accepted it, so only the stdlib's own limits differ: no number was changed.
         return None
     return None
 
 
-def parse_one(body: bytes, key: bytes | None = None) -> tuple[bytes, str]:
+def parse_one(body: bytes, key: bytes | None = None, not_before: datetime | None = None) -> tuple[bytes, str]:
     try:
         event = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise EventErrors([{"field": "body", "message": "is not valid JSON"}]) from None
-    problem = _integers_problem(body)
+    problem = _numbers_problem(body)
     if problem is not None:
         raise EventErrors([{"field": "body", "message": problem}])
     problems: list[Problem] = []
-    parsed = parse_event(event, "body", accepted_now(), problems, key)
+    parsed = parse_event(event, "body", accepted_now(), problems, key, not_before=not_before)
     if parsed is None:
         raise EventErrors(problems)
     return parsed
@@ -281,7 +328,9 @@ class TooManyEvents(Exception):
     pass
 
 
-def parse_batch(body: bytes, ndjson: bool, key: bytes | None = None) -> tuple[list[bytes], list[str]]:
+def parse_batch(
+    body: bytes, ndjson: bool, key: bytes | None = None, not_before: datetime | None = None
+) -> tuple[list[bytes], list[str]]:
     """All events of a batch, or EventErrors listing every bad index and field (nothing is half-accepted)."""
     if ndjson:
         lines = [line for line in body.split(b"\n") if line.strip()]
@@ -296,7 +345,7 @@ def parse_batch(body: bytes, ndjson: bool, key: bytes | None = None) -> tuple[li
                 events.append(None)
                 bad.append({"field": f"body[{index}]", "message": "is not valid JSON"})
                 continue
-            problem = _integers_problem(line)
+            problem = _numbers_problem(line)
             if problem is not None:
                 bad.append({"field": f"body[{index}]", "message": problem})
         if bad:
@@ -310,7 +359,7 @@ def parse_batch(body: bytes, ndjson: bool, key: bytes | None = None) -> tuple[li
             raise EventErrors([{"field": "body", "message": "must be a JSON array of events"}])
         if len(loaded) > MAX_BATCH:
             raise TooManyEvents
-        problem = _integers_problem(body)
+        problem = _numbers_problem(body)
         if problem is not None:
             raise EventErrors([{"field": "body", "message": problem}])
         events = loaded
@@ -321,7 +370,7 @@ def parse_batch(body: bytes, ndjson: bool, key: bytes | None = None) -> tuple[li
     entries: list[bytes] = []
     ids: list[str] = []
     for index, event in enumerate(events):
-        parsed = parse_event(event, f"body[{index}]", accepted, problems, key, index)
+        parsed = parse_event(event, f"body[{index}]", accepted, problems, key, index, not_before)
         if parsed is not None:
             entries.append(parsed[0])
             ids.append(parsed[1])

@@ -4,11 +4,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
+from starlette.datastructures import State
+from starlette.types import Scope
 
-from tenk.errors import InvalidInputError
-from tenk.lane import app_state, hot
-from tenk.ops.auth import require_reader
+from tenk.errors import InvalidInputError, TenkError
+from tenk.lane import app_state, header, hot, resolved
+from tenk.models import errors_documented
+from tenk.ops.auth import check_authorization_header, require_reader
 from tenk.reply import Reply
+from tenk.search.budget import client_key
 from tenk.search.service import SearchService
 
 router = APIRouter(tags=["search"])
@@ -18,6 +22,26 @@ MAX_QUERY_CHARS = 200
 # query strings with errors="replace", so a lone surrogate, PgText's other refusal, cannot arrive here.)
 NO_NUL = r"^[^\x00]*$"
 SearchDep = Annotated[SearchService, app_state("search")]
+
+
+def _anonymous_client(state: State, scope: Scope) -> str | None:
+    """The budget a caller's searches are charged to (`tenk.search.budget`); None for a caller with an
+    accepted API key (with TENK_AUTH_READS on, require_reader has already made sure of it)."""
+    if state.settings.auth_reads:
+        return None
+    authorization = header(scope, b"authorization")
+    if authorization:
+        try:
+            check_authorization_header(authorization, state.accepted_key_digests)
+        except TenkError:
+            pass  # a wrong key buys nothing: counted as anonymous
+        else:
+            return None
+    client = scope.get("client")
+    return client_key(client[0]) if client else ""
+
+
+AnonymousClient = Annotated[str | None, resolved(_anonymous_client)]
 
 
 class SearchHit(BaseModel):
@@ -37,11 +61,15 @@ class SearchResults(BaseModel):
     "/search",
     response_model=SearchResults,
     dependencies=[Depends(require_reader)],
+    responses=errors_documented(
+        {429: "A client without an API key sent more searches to the database than its budget; see Retry-After"}
+    ),
     summary="Ranked full-text search over products",
 )
 @hot
 async def search(
     service: SearchDep,
+    client: AnonymousClient,
     q: Annotated[
         str,
         Query(min_length=1, max_length=MAX_QUERY_CHARS, pattern=NO_NUL, description='Words, "phrases", or -not.'),
@@ -52,4 +80,4 @@ async def search(
     query = q.strip()
     if not query:
         raise InvalidInputError("q must contain a word", field="query.q")
-    return Reply(200, await service.search(query, limit))
+    return Reply(200, await service.search(query, limit, client))

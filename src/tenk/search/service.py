@@ -7,6 +7,11 @@ so repeated queries are answered from memory and pages are refreshed ahead of ex
 cached only from its second sighting (`admission.Doorkeeper`): a never-repeated one goes straight to
 Postgres, as with the cache off, with no cache write and no single-flight task. Loads of admitted
 queries go through single-flight, so concurrent identical queries share one Postgres call.
+
+Pages are keyed by the query's normalised form, so every spelling of a query shares one
+(`tenk.search.spelling`); a query that can match nothing worth ranking is answered at once. Searches
+without an API key have budgets (`tenk.search.budget`): statements per client, and a share of Postgres
+time for all of them together; cached pages are free.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import asyncpg
 import orjson
@@ -25,15 +32,27 @@ from tenk.connections import create_pg_pool
 from tenk.errors import UnavailableError
 from tenk.outages import postgres_is_down
 from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
+from tenk.search import spelling
 from tenk.search.admission import Doorkeeper
+from tenk.search.budget import ClientBudget, SharedTime
 from tenk.search.pages import ResultPages
-from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
+from tenk.search.queries import (
+    NORMALISE,
+    ONE_WORD,
+    RANK_ALL_MATCHES,
+    RANK_CANDIDATES,
+    RANK_ONE_WORD,
+    candidates_for,
+)
 from tenk.search.settings import SearchSettings
 
 logger = logging.getLogger("tenk.search.service")
 
-PageKey = tuple[str, int]
+_T = TypeVar("_T")
+
+PageKey = tuple[str, int]  # (normalised query, limit)
 ADMISSION_WINDOW_PAGES = 4
+NO_ITEMS = b"[]"
 
 
 class SearchTimeoutError(UnavailableError):
@@ -65,23 +84,66 @@ class SearchService:
         # that a query repeated while its page would still be in the LRU is admitted.
         self.doorkeeper = Doorkeeper(ADMISSION_WINDOW_PAGES * settings.cache_max_items)
         self.loads: SingleFlight[PageKey, bytes] = SingleFlight()
+        self.budget = ClientBudget(settings.client_rate, settings.client_burst, clock=clock)
+        self.anonymous_time = SharedTime(settings.anonymous_db_share, clock=clock)
+        # Spelling -> normalised key; a query's normal form never changes, so they are kept until evicted.
+        self._spellings: OrderedDict[str, str] = OrderedDict()
+        self.normalisations = 0  # round trips to normalise a new spelling
         self._refreshes: dict[PageKey, asyncio.Task[None]] = {}  # at most one background reload per page
         self.full_rankings = 0  # queries the candidate set could not answer alone
         self.refreshes = 0  # background reloads started ahead of expiry
 
-    async def search(self, query: str, limit: int) -> bytes:
-        """The response body for one query: `{"query": ..., "items": [...]}`."""
-        key = (query, limit)
+    async def search(self, query: str, limit: int, client: str | None = None) -> bytes:
+        """The response body for one query: `{"query": ..., "items": [...]}`. `client` is the budget its
+        Postgres statements are charged to (None: not counted)."""
+        items = await self._items(query, limit, client)
+        return b'{"query":' + orjson.dumps(query) + b',"items":' + items + b"}"
+
+    async def _items(self, query: str, limit: int, client: str | None) -> bytes:
+        normal = await self._normalised(query, client)
+        if normal == spelling.NOTHING:
+            return NO_ITEMS
+        key = (normal, limit)
         if self.pages is None:
-            return await self._fetch(query, limit)
+            self._charge(client)
+            return await self._fetch(query, limit, client)
         page = self.pages.get(key)
         if page is not None:
             if page.refresh and key not in self._refreshes and key not in self.loads and self._refresh_capacity():
-                self._refresh_in_background(key)
+                self._refresh_in_background(key, query)
             return page.body
-        if key not in self.loads and not self.doorkeeper.seen_before(key):
-            return await self._fetch(query, limit)
-        return await self.loads.do(key, lambda: self._load(key))
+        if key in self.loads:
+            return await self.loads.do(key, lambda: self._load(key, query))  # joins a load: no statement of its own
+        self._charge(client)
+        if not self.doorkeeper.seen_before(key):
+            return await self._fetch(query, limit, client)
+        return await self.loads.do(key, lambda: self._load(key, query, client))
+
+    def _charge(self, client: str | None) -> None:
+        """Before a statement of an anonymous search: the shared time first (a refusal there takes none of
+        the client's own tokens), then the client's budget (`tenk.search.budget`)."""
+        if client is not None:
+            self.anonymous_time.admit()
+            self.budget.charge(client)
+
+    async def _normalised(self, query: str, client: str | None) -> str:
+        """The query's page key (`tenk.search.spelling`): from memory for a spelling seen before, else a word's
+        own, else one round trip to Postgres."""
+        normal = self._spellings.get(query)
+        if normal is not None:
+            self._spellings.move_to_end(query)
+            return normal
+        if ONE_WORD.fullmatch(query):
+            return spelling.word_key(query)
+        self._charge(client)
+        self.normalisations += 1
+        async with self.bulkhead.slot():
+            tsquery, tree = await self._in_postgres(lambda conn: conn.fetchrow(NORMALISE, query), client)
+        normal = spelling.tsquery_key(tsquery, tree)
+        self._spellings[query] = normal
+        if len(self._spellings) > ADMISSION_WINDOW_PAGES * self.settings.cache_max_items:
+            self._spellings.popitem(last=False)
+        return normal
 
     def _refresh_capacity(self) -> bool:
         """Whether a background reload may start now: it takes only a free slot, and reloads hold at most half.
@@ -94,46 +156,52 @@ class SearchService:
         refreshing_at_most = max(1, self.bulkhead.max_inflight // 2)
         return len(self._refreshes) < refreshing_at_most and self.bulkhead.inflight < self.bulkhead.max_inflight
 
-    def _refresh_in_background(self, key: PageKey) -> None:
+    def _refresh_in_background(self, key: PageKey, query: str) -> None:
         self.refreshes += 1
-        task = asyncio.get_running_loop().create_task(self._refresh(key))
+        task = asyncio.get_running_loop().create_task(self._refresh(key, query))
         self._refreshes[key] = task
         task.add_done_callback(lambda _: self._refreshes.pop(key, None))
 
-    async def _refresh(self, key: PageKey) -> None:
+    async def _refresh(self, key: PageKey, query: str) -> None:
         # A failed refresh is not a failed request: the cached page stays until it expires, and the
         # next request after that loads it in the foreground and sees the error.
         try:
-            await self.loads.do(key, lambda: self._load(key))
+            await self.loads.do(key, lambda: self._load(key, query))
         except Exception as exc:
             if not (isinstance(exc, BulkheadFullError | UnavailableError) or postgres_is_down(exc)):
                 raise
             logger.info("search page refresh skipped: %s", exc.__class__.__name__)
 
-    async def _load(self, key: PageKey) -> bytes:
-        """Fetch a page and cache it."""
+    async def _load(self, key: PageKey, query: str, client: str | None = None) -> bytes:
+        """Fetch a page's items and cache them; `query` is any spelling of the key (all rank the same)."""
         loaded_at = self.clock()
-        body = await self._fetch(*key)
+        items = await self._fetch(query, key[1], client)
         if self.pages is not None:
-            self.pages.put(key, body, loaded_at)
-        return body
+            self.pages.put(key, items, loaded_at)
+        return items
 
-    async def _fetch(self, query: str, limit: int) -> bytes:
+    async def _fetch(self, query: str, limit: int, client: str | None = None) -> bytes:
         # Postgres renders the items as JSON text; the body is assembled as bytes around it, never parsed.
         async with self.bulkhead.slot():
-            items = await self._rank(query, limit)
-        return b'{"query":' + orjson.dumps(query) + b',"items":' + items.encode() + b"}"
+            items: str = await self._in_postgres(lambda conn: self._ranked(conn, query, limit), client)
+        return items.encode()
 
-    async def _rank(self, query: str, limit: int) -> str:
+    async def _in_postgres(self, run: Callable[[asyncpg.Connection], Awaitable[_T]], client: str | None) -> _T:
+        """`run` on a search connection, under the statement timeout; an anonymous client's time is spent
+        from the shared budget, whatever the outcome."""
+        started = time.perf_counter()
         try:
             async with self.pg.acquire() as conn:
                 if not self.timeout_per_transaction:
-                    return await self._ranked(conn, query, limit)
+                    return await run(conn)
                 async with conn.transaction(readonly=True):
                     await conn.execute(f"SET LOCAL statement_timeout = {int(self.settings.statement_timeout_ms)}")
-                    return await self._ranked(conn, query, limit)
+                    return await run(conn)
         except asyncpg.QueryCanceledError:
             raise SearchTimeoutError() from None
+        finally:
+            if client is not None:
+                self.anonymous_time.spend(time.perf_counter() - started)
 
     async def _ranked(self, conn: asyncpg.Connection, query: str, limit: int) -> str:
         if self.settings.full_ranking:

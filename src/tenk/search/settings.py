@@ -41,3 +41,20 @@ class SearchSettings(BaseModel):
     statement_timeout_ms: int = Field(
         2_000, ge=1, description="Postgres cancels a search query that runs longer; the client gets 503."
     )
+    client_rate: float = Field(
+        20.0,
+        ge=0,
+        description="Statements a second that the searches of one client without an API key may send to Postgres "
+        "(cached pages cost none; a new spelling one more); past its burst, 429 with Retry-After. Counted per "
+        "process, by client address (IPv6 by /64). 0: no limit.",
+    )
+    client_burst: int = Field(
+        60, ge=1, description="Statements a client without an API key may send at once before `client_rate` applies."
+    )
+    anonymous_db_share: float = Field(
+        0.5,
+        ge=0,
+        description="Seconds of Postgres statement time a second that searches from clients without an API key may "
+        "take together, per process (0.5: half a core's worth); while it is spent they get 429 with Retry-After "
+        "(cached pages and key holders never do). 0: no limit.",
+    )

@@ -1,9 +1,12 @@
 """Quotes from a third-party vendor that may be slow or down, without letting it take the API down.
 
-A request for a symbol goes: memory (TTL cache) -> a call already in flight for the same symbol
-(single-flight) -> the breaker (fail fast while the vendor is known bad) -> the bulkhead (a hard cap on
-calls in flight; full means 503 now, never a queue) -> one shared aiohttp session with a bounded pool
-and a whole-call timeout (504).
+A request for a symbol goes: memory (TTL cache; symbols the vendor does not know in a cache of their
+own, so a flood of made-up symbols neither calls the vendor for each repeat nor evicts the quotes
+people read) -> a call already in flight for the same symbol (single-flight) -> the breaker (fail fast
+while the vendor is known bad) -> the bulkhead (a hard cap on calls in flight; full means 503 now,
+never a queue) -> one shared aiohttp session with a bounded pool and a whole-call timeout (504).
+What the vendor sends is bounded (`max_body_bytes`) and re-issued only when it is a quote we can
+state exactly (a finite price); anything else is the vendor failing (502).
 
 aiohttp rather than httpx: httpx's AsyncClient loses much of its throughput under concurrency
 (encode/httpx#3215, still open), and concurrency is the whole point here.
@@ -11,6 +14,7 @@ aiohttp rather than httpx: httpx's AsyncClient loses much of its throughput unde
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,6 +40,7 @@ class QuoteService:
         self.settings = settings
         self._quotes_url = settings.base_url + "/v1/quotes/"
         self.cache: TtlCache[str] = TtlCache(settings.cache_max_items, settings.cache_ttl_s)
+        self.unknown: TtlCache[str] = TtlCache(settings.cache_max_items, settings.not_found_ttl_s)
         self.flights: SingleFlight[str, bytes] = SingleFlight()
         self.bulkhead = Bulkhead("upstream", settings.max_inflight)
         self.breaker = CircuitBreaker(
@@ -52,6 +57,9 @@ class QuoteService:
         if cached is not None:
             metrics.CACHE_HIT.inc()
             return cached
+        if self.unknown.get(symbol) is not None:
+            metrics.NOT_FOUND_HIT.inc()
+            raise _not_found()
         metrics.CACHE_MISS.inc()
         if symbol in self.flights:
             metrics.COALESCED.inc()
@@ -81,7 +89,7 @@ class QuoteService:
             # The symbol was validated to [A-Z0-9.], so the URL needs no quoting.
             async with self.session.get(URL(self._quotes_url + symbol, encoded=True)) as response:
                 status = response.status
-                raw = await response.read()
+                raw = await _read_at_most(response, self.settings.max_body_bytes)
         except TimeoutError:
             self._failed(metrics.LATENCY_TIMEOUT, started, call)
             metrics.TIMEOUTS.inc()
@@ -91,6 +99,10 @@ class QuoteService:
         except (aiohttp.ClientError, OSError):
             self._failed(metrics.LATENCY_UNREACHABLE, started, call)
             raise UpstreamError("the quotes vendor is unreachable", retry_after_s=1.0) from None
+        if raw is None:
+            self._failed(metrics.LATENCY_ERROR, started, call)
+            metrics.OVERSIZED.inc()
+            raise UpstreamError(f"the quotes vendor sent more than {self.settings.max_body_bytes} bytes")
         if status == 200:
             body = _our_quote(raw)
             if body is None:
@@ -103,7 +115,8 @@ class QuoteService:
             # A healthy vendor that does not know the symbol.
             metrics.LATENCY_NOT_FOUND.observe(time.perf_counter() - started)
             call.ok()
-            raise NotFoundError("the quotes vendor has no such symbol", field="path.symbol")
+            self.unknown.put(symbol, b"")
+            raise _not_found()
         self._failed(metrics.LATENCY_ERROR, started, call)
         raise UpstreamError(f"the quotes vendor answered {status}", retry_after_s=1.0)
 
@@ -122,15 +135,36 @@ def _judged_in_call(_: BaseException) -> bool:
     return False
 
 
+def _not_found() -> NotFoundError:
+    return NotFoundError("the quotes vendor has no such symbol", field="path.symbol")
+
+
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The body, or None once it is past `limit` bytes: read no further than that, whatever the vendor sends
+    (a declared length is not trusted to be the real one)."""
+    if response.content_length is not None and response.content_length > limit:
+        return None
+    body = bytearray()
+    async for chunk in response.content.iter_any():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 def _our_quote(raw: bytes) -> bytes | None:
     """The vendor's body re-issued in our shape, or None if it is not a quote: we don't pass through
     whatever a third party sends."""
     try:
         quote = orjson.loads(raw)
+        price = float(quote["price"])
+        # float() reads "NaN" and "1e309" (a string) as nan and inf, which JSON cannot hold: orjson would write null.
+        if not math.isfinite(price):
+            return None
         return orjson.dumps(
             {
                 "symbol": str(quote["symbol"]),
-                "price": float(quote["price"]),
+                "price": price,
                 "currency": str(quote["currency"]),
                 "as_of_ms": int(quote["as_of_ms"]),
             }

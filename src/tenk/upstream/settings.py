@@ -29,7 +29,20 @@ class UpstreamSettings(BaseModel):
         "Also the connection pool's size, so no admitted call waits for a connection.",
     )
     cache_ttl_s: float = Field(1.0, ge=0, description="How long a quote is served from memory; 0 turns it off.")
-    cache_max_items: int = Field(10_000, ge=1, description="Quotes kept in memory per process.")
+    cache_max_items: int = Field(
+        10_000, ge=1, description="Quotes kept in memory per process; as many unknown symbols, kept apart."
+    )
+    not_found_ttl_s: float = Field(
+        10.0,
+        ge=0,
+        description="How long a symbol the vendor answered 404 for is answered 404 from memory, without a call; "
+        "0 turns it off. Kept apart from the quotes, so made-up symbols never evict them.",
+    )
+    max_body_bytes: int = Field(
+        16 * 1024,
+        ge=256,
+        description="Largest vendor answer read; past it the call is a vendor failure (502, counted by the breaker).",
+    )
     breaker_failure_ratio: float = Field(0.5, gt=0, le=1, description="Failure share that opens the breaker.")
     breaker_window_s: float = Field(10.0, gt=0, description="Window the failure share is measured over.")
     breaker_min_calls: int = Field(20, ge=1, description="Calls in the window before the breaker may open.")
