@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import stat
 import subprocess
 from pathlib import Path
@@ -12,9 +14,11 @@ import redis
 from redis.asyncio import Redis
 
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, wait_listening
-from tenk.stack._private import SERVER_USER, UnreachableError, running_as_root
+from tenk.stack._private import SERVER_USER, UnreachableError, UnsafeDataDirError, running_as_root, secret
+from tenk.stack.devkey import ensure_dev_key
 from tenk.stack.redis import redis_server_path
 from tests.conftest import Stack
+from tests.stack.test_embedded import _tenk
 
 
 def _modes(paths: list[Path]) -> dict[Path, int]:
@@ -121,3 +125,58 @@ def test_the_servers_never_run_as_root(stack: Stack) -> None:
         assert proc.uids().effective != 0, f"{server.__class__.__name__} runs as root"
         if running_as_root():
             assert proc.username() == SERVER_USER
+
+
+def _another_user() -> pwd.struct_passwd:
+    return pwd.getpwnam("nobody")
+
+
+def _up_refused(data_dir: Path) -> str:
+    """`tenk up` on `data_dir`, which must refuse it: its error. The directory is reachable by every user (as
+    root, the servers' user must reach it), so a refusal is about the directory, not about reaching it."""
+    data_dir.parent.chmod(0o755)
+    ports = (free_port(), free_port())
+    try:
+        refused = _tenk(data_dir, *ports, "up", "--no-seed")
+    finally:
+        _tenk(data_dir, *ports, "down")
+    assert refused.returncode != 0, "tenk up used it"
+    assert not (data_dir / "postgres").exists(), "nothing may be started from it"
+    return refused.stderr
+
+
+@pytest.mark.skipif(not running_as_root(), reason="only root can give a directory to another user")
+def test_up_refuses_a_data_dir_another_user_owns_and_says_why(stack_root: Path) -> None:
+    data_dir = stack_root / "theirs"
+    data_dir.mkdir(mode=0o755)
+    # What its owner left there: a password and a dev key tenk would otherwise use as they are.
+    (data_dir / "dev-api-key").write_text("tk_chosen_by_them\n")
+    for path in (data_dir, data_dir / "dev-api-key"):
+        os.chown(path, _another_user().pw_uid, _another_user().pw_gid)
+    assert f"{data_dir} belongs to nobody" in _up_refused(data_dir)
+
+
+def test_up_refuses_a_data_dir_others_may_write_and_says_why(stack_root: Path) -> None:
+    data_dir = stack_root / "shared"
+    data_dir.mkdir()
+    data_dir.chmod(0o777)
+    assert f"{data_dir} is writable by other users (mode 0777)" in _up_refused(data_dir)
+
+
+@pytest.mark.skipif(not running_as_root(), reason="only root can give a file to another user")
+def test_a_password_or_dev_key_another_user_owns_is_refused(stack_root: Path) -> None:
+    for name in ("password", "dev-api-key"):
+        (stack_root / name).write_text("chosen by them\n")
+        os.chown(stack_root / name, _another_user().pw_uid, _another_user().pw_gid)
+    with pytest.raises(UnsafeDataDirError, match="password belongs to nobody"):
+        secret(stack_root / "password")
+    with pytest.raises(UnsafeDataDirError, match="dev-api-key belongs to nobody"):
+        ensure_dev_key(stack_root)
+
+
+def test_a_secret_that_is_a_link_is_refused(stack_root: Path) -> None:
+    elsewhere = stack_root / "elsewhere"
+    elsewhere.write_text("not a password\n")
+    (stack_root / "password").symlink_to(elsewhere)
+    with pytest.raises(UnsafeDataDirError, match="is a symbolic link"):
+        secret(stack_root / "password")
