@@ -13,7 +13,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, wait_listening
+from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, start_on_free_port, wait_listening
 from tenk.stack._private import SERVER_USER, UnreachableError, UnsafeDataDirError, running_as_root, secret
 from tenk.stack.devkey import ensure_dev_key
 from tenk.stack.redis import redis_server_path
@@ -180,3 +180,27 @@ def test_a_secret_that_is_a_link_is_refused(stack_root: Path) -> None:
     (stack_root / "password").symlink_to(elsewhere)
     with pytest.raises(UnsafeDataDirError, match="is a symbolic link"):
         secret(stack_root / "password")
+
+
+def test_a_redis_dir_of_the_old_layout_is_moved_into_data_with_its_contents(stack_root: Path) -> None:
+    server = start_on_free_port(lambda port: EmbeddedRedis(stack_root / "redis", port))
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            client.set("kept", "across the move")
+    finally:
+        server.stop()
+    # The layout before data/: the AOF beside tenk's files and, as root, the directory the server user's.
+    for entry in server.work_dir.iterdir():
+        entry.rename(server.data_dir / entry.name)
+    server.work_dir.rmdir()
+    if running_as_root():
+        for path in [server.data_dir, *server.data_dir.rglob("*")]:
+            os.chown(path, pwd.getpwnam(SERVER_USER).pw_uid, pwd.getpwnam(SERVER_USER).pw_gid, follow_symlinks=False)
+    try:
+        server.start()
+        with redis.Redis.from_url(server.url) as client:
+            assert client.get("kept") == b"across the move"
+        assert server.data_dir.stat().st_uid == os.geteuid()
+        assert (server.work_dir / "appendonlydir").is_dir()
+    finally:
+        server.stop()
