@@ -199,10 +199,12 @@ class EmbeddedRedis:
             "daemonize": "no",
         }
 
+    def config_text(self) -> str:
+        return "".join(f"{key} {value}\n" for key, value in self.config().items())
+
     def write_config(self) -> None:
         """0600; as root 0640 to the group `tenk-pg`, as the server reads it as that user."""
-        text = "".join(f"{key} {value}\n" for key, value in self.config().items())
-        write_private(self.config_path, text, group=server_user().pw_gid if running_as_root() else None)
+        write_private(self.config_path, self.config_text(), group=server_user().pw_gid if running_as_root() else None)
 
     def argv(self) -> list[str]:
         # The password is in the file, not on the command line, where every local user could read it.
