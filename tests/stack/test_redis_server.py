@@ -28,10 +28,24 @@ def test_client_buffers_are_bounded(stack: Stack) -> None:
     assert int(config["client-query-buffer-limit"]) == int(CLIENT_QUERY_BUFFER_LIMIT.removesuffix("mb")) * MB
 
 
-def test_a_client_without_the_password_cannot_announce_a_huge_string(stack: Stack) -> None:
-    # A bulk string one byte over the bound: refused on its header, before anything is buffered.
+def _announce_too_long_a_string(stack: Stack, password: str | None) -> bytes:
+    """What the server answers a bulk string header one byte over the bound, on a raw connection."""
     too_long = int(PROTO_MAX_BULK_LEN.removesuffix("mb")) * MB + 1
-    with socket.create_connection(("127.0.0.1", stack.redis.port), timeout=ANSWER_WITHIN_S) as stranger:
-        stranger.sendall(f"*1\r\n${too_long}\r\n".encode())
-        answer = stranger.recv(200)
+    with socket.create_connection(("127.0.0.1", stack.redis.port), timeout=ANSWER_WITHIN_S) as client:
+        if password is not None:
+            client.sendall(f"AUTH {password}\r\n".encode())
+            assert client.recv(100) == b"+OK\r\n"
+        client.sendall(f"*1\r\n${too_long}\r\n".encode())
+        return client.recv(200)
+
+
+def test_a_client_with_the_password_cannot_announce_a_string_over_the_bound(stack: Stack) -> None:
+    # Refused on its header, before anything is buffered (the server's default would wait for 16 MiB).
+    answer = _announce_too_long_a_string(stack, stack.redis.password)
     assert answer.startswith(b"-ERR Protocol error: invalid bulk length"), answer
+
+
+def test_a_client_without_the_password_cannot_announce_a_huge_string(stack: Stack) -> None:
+    # CVE-2021-32675: Redis 6.2.5 buffered what an unauthenticated client announced.
+    answer = _announce_too_long_a_string(stack, None)
+    assert answer.startswith(b"-ERR Protocol error:"), answer
