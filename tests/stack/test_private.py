@@ -14,7 +14,14 @@ import redis
 from redis.asyncio import Redis
 
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, start_on_free_port, wait_listening
-from tenk.stack._private import SERVER_USER, UnreachableError, UnsafeDataDirError, running_as_root, secret
+from tenk.stack._private import (
+    SERVER_USER,
+    UnreachableError,
+    UnsafeDataDirError,
+    make_private,
+    running_as_root,
+    secret,
+)
 from tenk.stack.devkey import ensure_dev_key
 from tenk.stack.redis import redis_server_path
 from tests.conftest import Stack
@@ -204,3 +211,21 @@ def test_a_redis_dir_of_the_old_layout_is_moved_into_data_with_its_contents(stac
         assert (server.work_dir / "appendonlydir").is_dir()
     finally:
         server.stop()
+
+
+def test_a_data_dir_group_writable_to_a_private_group_is_used_and_to_a_shared_one_refused(stack_root: Path) -> None:
+    # umask 002 (Fedora, Debian's user private groups) makes checkouts group-writable to a group of one.
+    own = stack_root / "own-group"
+    own.mkdir()
+    os.chown(own, -1, os.getegid())
+    own.chmod(0o770)
+    if any(user.pw_gid == os.getegid() and user.pw_uid != os.geteuid() for user in pwd.getpwall()):
+        pytest.skip("this user's primary group is shared")
+    make_private(own)
+    if running_as_root():
+        shared = stack_root / "shared-group"
+        shared.mkdir()
+        os.chown(shared, -1, pwd.getpwnam(SERVER_USER).pw_gid)  # tenk-pg's group: tenk-pg may write
+        shared.chmod(0o770)
+        with pytest.raises(UnsafeDataDirError, match="is writable by other users"):
+            make_private(shared)

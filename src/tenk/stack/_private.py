@@ -44,8 +44,6 @@ class UnsafeDataDirError(RuntimeError):
     """A data directory, or a file tenk keeps in it, that another user owns or may write."""
 
 
-# Group or other may write: they could replace what tenk stored there.
-_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 # Bounds what a read of a pidfile or pg_hba.conf may pull in, whatever the server user put there.
 SMALL_FILE_LIMIT = 1 << 20
 
@@ -57,6 +55,25 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+def _private_group(gid: int, owner: int) -> bool:
+    """Whether group `gid` holds `owner` alone: a user private group (Fedora's and Debian's umask 002 make
+    checkouts group-writable to it), whose write bit lets no one else in."""
+    try:
+        members = set(grp.getgrgid(gid).gr_mem)
+        owner_name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        return False
+    others_primary = any(user.pw_gid == gid and user.pw_uid != owner for user in pwd.getpwall())
+    return members <= {owner_name} and not others_primary
+
+
+def others_may_write(info: os.stat_result) -> bool:
+    """Whether someone besides the owner (and root) may write what `info` describes."""
+    if info.st_mode & stat.S_IWOTH:
+        return True
+    return bool(info.st_mode & stat.S_IWGRP) and not _private_group(info.st_gid, info.st_uid)
+
+
 def refuse_unless_ours(path: Path, info: os.stat_result) -> None:
     """UnsafeDataDirError unless `info` (of `path`) says the current user owns it and nobody else may write it."""
     if info.st_uid != os.geteuid():
@@ -65,7 +82,7 @@ def refuse_unless_ours(path: Path, info: os.stat_result) -> None:
             f"({_user_name(os.geteuid())}): the passwords and dev key in it could be that user's, or known to them, "
             "so tenk will not use it. Remove it, or set TENK_DATA_DIR to a directory of your own."
         )
-    if info.st_mode & _WRITABLE_BY_OTHERS:
+    if others_may_write(info):
         raise UnsafeDataDirError(
             f"{path} is writable by other users (mode {stat.S_IMODE(info.st_mode):04o}): they could have replaced "
             f"the passwords or dev key in it, so tenk will not use it. If you trust what is in it, "
@@ -77,7 +94,7 @@ def _refuse_replaceable_parent(path: Path) -> None:
     """Whoever may write the directory holding `path` may swap `path` for a link of their choosing; a sticky
     directory (/tmp) lets nobody but the owner rename or remove an entry, so it is safe."""
     info = path.parent.stat()
-    if info.st_uid in (os.geteuid(), 0) and (not info.st_mode & _WRITABLE_BY_OTHERS or info.st_mode & stat.S_ISVTX):
+    if info.st_uid in (os.geteuid(), 0) and (not others_may_write(info) or info.st_mode & stat.S_ISVTX):
         return
     raise UnsafeDataDirError(
         f"{path.parent} (which holds {path.name}) is writable by, or belongs to, another user "
