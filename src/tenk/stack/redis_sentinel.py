@@ -18,6 +18,7 @@ Made for tests: a restart over the same data dir writes the first config again, 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from typing import Any
 
 import redis
 
+from tenk.stack._layout import InDataDir
+from tenk.stack._private import run_as_server_user, write_private
 from tenk.stack.redis import EmbeddedRedis, redis_server_path
 from tenk.stack.redis_cluster import shared_password
 
@@ -74,12 +77,27 @@ class SentinelNode(EmbeddedRedis):
     master_password: str = ""
     down_after_ms: int = 1_000
 
+    # A sentinel rewrites its config as it learns of the others: the file is the server's, in its directory.
+    config_path = InDataDir("data/sentinel.conf")
+
+    def write_config(self) -> None:
+        """Written in our directory and handed over there, then renamed into the server's: a rename replaces a
+        link the server's user may have put at that name, and never follows it."""
+        self._make_dirs()
+        self._hand_over_to_server_user()
+        staged = self.data_dir / "sentinel.conf"
+        write_private(staged, self.config_text())
+        run_as = run_as_server_user()
+        if run_as:
+            os.chown(staged, run_as["user"], run_as["group"])
+        os.replace(staged, self.config_path)
+
     def config(self) -> dict[str, str]:
         # Each directive names the service: "sentinel monitor" plus its value is one config line.
         return {
             "port": str(self.port),
             "bind": "127.0.0.1",
-            "dir": str(self.data_dir),
+            "dir": str(self.work_dir),
             "daemonize": "no",
             "sentinel monitor": f"{self.service} 127.0.0.1 {self.master_port} {QUORUM}",
             "sentinel auth-pass": f"{self.service} {self.master_password}",
