@@ -89,6 +89,8 @@ RETURNS = {
     "sqlalchemy.create_engine": "sqlalchemy.Engine",
     "sqlalchemy.Engine().connect": "sqlalchemy.Connection",
     "sqlalchemy.Engine().begin": "sqlalchemy.Connection",
+    "sqlalchemy.orm.sessionmaker": "sqlalchemy.orm.sessionmaker",
+    "sqlalchemy.orm.scoped_session": "sqlalchemy.orm.scoped_session",
     "sqlalchemy.orm.sessionmaker()": "sqlalchemy.orm.Session",
     "sqlalchemy.orm.scoped_session()": "sqlalchemy.orm.Session",
     "requests.Session": "requests.Session",
@@ -274,13 +276,24 @@ class Scope:
             if isinstance(callee, ClassInfo):
                 return callee
             if isinstance(callee, Function):
-                returns = callee.node.returns
-                return self.at(callee.module, callee).annotation_type(returns, depth + 1) if returns else None
+                return self._returned(callee, depth + 1)
             if isinstance(callee, str):
                 if callee in RETURNS:
                     return RETURNS[callee]
                 last = callee.rsplit(".", 1)[-1]
                 return callee if "()" not in callee and last[:1].isupper() else None
+        return None
+
+    def _returned(self, callee: Function, depth: int) -> Type | None:
+        """What an own function returns: its annotation, else the first `return` whose type can be told."""
+        scope = self.at(callee.module, callee)
+        if callee.node.returns is not None:
+            return scope.annotation_type(callee.node.returns, depth + 1)
+        for node in callee.nodes:
+            if isinstance(node, ast.Return) and node.value is not None:
+                found = scope.type_of(node.value, depth + 1)
+                if found is not None:
+                    return found
         return None
 
     def _owner(self) -> ClassInfo | None:

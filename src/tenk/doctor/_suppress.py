@@ -7,7 +7,9 @@ colon: one without a reason does not apply, and is itself a finding (suppression
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,10 +35,23 @@ def parse(line: str) -> Suppression | None:
 
 @lru_cache(maxsize=4096)
 def _lines(path: Path) -> tuple[str, ...]:
+    """The file's lines, where only comments can hold a suppression: in Python source, the text of
+    strings is blanked out (a docstring that shows the syntax is not a suppression)."""
     try:
-        return tuple(path.read_text(encoding="utf-8", errors="replace").splitlines())
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ()
+    lines = text.splitlines()
+    if path.suffix != ".py" or "tenk:" not in text:
+        return tuple(lines)
+    comments = [""] * len(lines)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT and token.start[0] <= len(lines):
+                comments[token.start[0] - 1] = token.string
+    except (tokenize.TokenError, SyntaxError):
+        return tuple(lines)
+    return tuple(comments)
 
 
 def _suppression_at(path: Path, line: int) -> Suppression | None:
@@ -58,10 +73,17 @@ def missing_reasons(path: Path) -> list[Finding]:
     for number, text in enumerate(_lines(path), 1):
         suppression = parse(text)
         if suppression is not None and not suppression.reason:
-            column = text.index("#") + 1
+            column = 1
             message = "`# tenk: ignore[...]` needs a reason after a colon; without one it does not apply"
-            found.append(Finding("suppression-reason", path, number, column, text.strip(), message))
+            found.append(Finding("suppression-reason", path, number, column, _code(path, number), message))
     return found
+
+
+def _code(path: Path, line: int) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        return ""
 
 
 def forget() -> None:

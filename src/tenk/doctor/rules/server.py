@@ -265,7 +265,7 @@ def _cores(service: dict[str, Any]) -> float | None:
     limits = resources.get("limits") if isinstance(resources, dict) else None
     for value in (service.get("cpus"), limits.get("cpus") if isinstance(limits, dict) else None):
         try:
-            return float(value) if value is not None else None
+            return float(value)
         except (TypeError, ValueError):
             continue
     return None
