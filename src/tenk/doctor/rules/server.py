@@ -264,10 +264,11 @@ def _cores(service: dict[str, Any]) -> float | None:
     resources = deploy.get("resources") if isinstance(deploy, dict) else None
     limits = resources.get("limits") if isinstance(resources, dict) else None
     for value in (service.get("cpus"), limits.get("cpus") if isinstance(limits, dict) else None):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
+        if isinstance(value, str | int | float):
+            try:
+                return float(value)
+            except ValueError:
+                continue
     return None
 
 
