@@ -255,6 +255,10 @@ class Scope:
             return None
         if isinstance(expr, ast.Await):
             return self.type_of(expr.value, depth + 1)
+        if isinstance(expr, ast.BoolOp | ast.IfExp):
+            # `shared or Client()`, `a if flag else b`: the first alternative whose type can be told.
+            options = expr.values if isinstance(expr, ast.BoolOp) else [expr.body, expr.orelse]
+            return next((t for t in (self.type_of(o, depth + 1) for o in options) if t is not None), None)
         if isinstance(expr, ast.Name):
             if self.function is not None:
                 local = self._local_type(expr.id, depth + 1)
