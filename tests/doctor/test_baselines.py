@@ -23,7 +23,11 @@ def test_naive_blocking_blocks_the_loop_in_its_async_dependency_through_the_data
 def test_naive_async_builds_its_connection_redis_pool_and_vendor_client_per_request() -> None:
     report = diagnose(f"{BASELINES}.naive_async:app")
     per_request = {callee(f) for f in report.findings if f.rule == "per-request-client"}
-    assert per_request == {"psycopg.AsyncConnection.connect", "redis.asyncio.ConnectionPool.from_url", "httpx.AsyncClient"}
+    assert per_request == {
+        "psycopg.AsyncConnection.connect",
+        "redis.asyncio.ConnectionPool.from_url",
+        "httpx.AsyncClient",
+    }
     assert sum(f.rule == "double-validation" for f in report.findings) >= 5
 
 
