@@ -303,7 +303,8 @@ class Target:
     project: Project
     # The modules whose routes, middleware and settings are examined; others are only followed into.
     modules: list[Module]
-    # Where server configuration (Dockerfile, Procfile, compose, gunicorn.conf.py) is looked for.
+    # Where server configuration (Dockerfile, Procfile, compose, gunicorn.conf.py) is looked for: the
+    # directory named, or the one the `module:app`'s top-level package was found in.
     config_dir: Path | None
     # `module:app`, when the target named one (the ladder's target).
     app: str | None
@@ -317,7 +318,9 @@ def load_target(spec: str, search_path: list[str] | None = None) -> Target:
     if ":" not in spec:
         raise TargetError(f"{spec}: no such file or directory, and not module:app")
     module_name, _, attr = spec.partition(":")
-    roots = [Path(entry or ".").resolve() for entry in (search_path if search_path is not None else sys.path)]
+    # As uvicorn's --app-dir: the current directory first, then the interpreter's path.
+    entries = search_path if search_path is not None else [".", *sys.path]
+    roots = [Path(entry or ".").resolve() for entry in entries]
     root = next((r for r in roots if _find_module_file(module_name, [r])), None)
     if root is None:
         raise TargetError(f"{module_name}: no such module on the search path")
@@ -327,7 +330,8 @@ def load_target(spec: str, search_path: list[str] | None = None) -> Target:
         raise TargetError(f"{module_name}: cannot be parsed")
     if attr.split(".")[0] not in {*start.assigns, *start.functions, *start.classes, *start.imports}:
         raise TargetError(f"{spec}: {module_name} defines no {attr.split('.')[0]!r}")
-    return Target(project, project.import_closure(start), Path.cwd(), spec)
+    # The project's files (Dockerfile, compose) sit beside its top-level package, where it was found.
+    return Target(project, project.import_closure(start), root, spec)
 
 
 def _load_path(path: Path) -> Target:
