@@ -17,6 +17,8 @@ def test_baseline_ladder_loads_and_changes_one_variable_per_rung(tmp_path: Path)
     report = diagnose(f"{BASELINES}.naive_blocking:app")
     ladder = load_ladder(write_ladder(report, tmp_path / "ladder.toml"))
     assert ladder.rungs[0].config.target == "baseline:naive_blocking"
+    # Both cores from the first rung: the workers rung has the cores its second worker needs.
+    assert ladder.defaults.cpus == "0-1"
     assert all(len(rung.changes) == 1 for rung in ladder.rungs[1:])
     assert [rung.label for rung in ladder.rungs] == ["as it is", "access log off", "2 workers", "granian"]
     assert {claim.source for claim in ladder.claims} == {"003_15a8e742bae16626.txt", "001_1f6846444dcf4a5a.txt"}
@@ -45,6 +47,7 @@ def test_configuration_findings_become_rungs_from_the_server_as_configured(tmp_p
         "server: uvicorn -> granian",
         "target: app:app -> app_fixed:app",
     ]
+    assert ladder.defaults.cpus == "0-3"
     assert ladder.rungs[0].config.mix == "ladder-mix.toml"
     assert ladder.mixes["ladder-mix.toml"].endpoints[0].path == "/ping"
 

@@ -34,8 +34,11 @@ def test_depth_bounds_how_far_calls_are_followed() -> None:
     assert ("blocking-call", "store.py", 6) in found(run("helpers_chain", depth=2))
 
 
-def test_sync_calls_handed_to_a_thread_do_not_block_the_loop() -> None:
-    assert "blocking-call" not in rules(run("offloaded"))
+def test_sync_calls_handed_to_a_thread_do_not_block_the_loop_but_their_arguments_do() -> None:
+    blocking = [f.code for f in run("offloaded").findings if f.rule == "blocking-call"]
+    assert blocking == [
+        'return await asyncio.to_thread(json.loads, open("settings.json").read())  # expect: blocking-call'
+    ]
 
 
 def test_published_optimized_redis_pool_per_request_through_depends_is_found() -> None:

@@ -1,7 +1,8 @@
 """Following calls from an entry point through the app's own functions, across modules.
 
-A call inside an offloading call (`asyncio.to_thread`, `run_in_threadpool`, `loop.run_in_executor`,
-`anyio.to_thread.run_sync`) is not a call made on the loop: nothing under one is examined or followed.
+Only calls are followed, never references: `asyncio.to_thread(fetch, url)`, `run_in_threadpool(fetch)`
+and `loop.run_in_executor(None, fetch)` hand `fetch` to a thread, and it is not examined. Their
+arguments are evaluated on the loop, though: `to_thread(json.loads, open(p).read())` blocks.
 Functions cached with `functools.cache`/`lru_cache` are not followed: what they build, they build once.
 """
 
@@ -17,7 +18,6 @@ from tenk.doctor._names import Resolved, Scope, dotted
 from tenk.doctor._project import ClassInfo, Function, Module, Project, children
 
 DEFAULT_DEPTH = 4
-OFFLOADERS = {"to_thread", "run_in_threadpool", "run_in_executor", "run_sync", "asyncify", "iterate_in_threadpool"}
 CACHES = {"lru_cache", "cache", "cached", "alru_cache", "cached_property"}
 
 
@@ -47,7 +47,7 @@ def is_cached(function: Function) -> bool:
 
 
 def calls_in(body: list[ast.stmt]) -> list[ast.Call]:
-    """The calls a body makes itself: not those of nested functions or lambdas, nor offloaded ones."""
+    """The calls a body makes itself: not those of the functions or lambdas it defines."""
     found: list[ast.Call] = []
     stack: list[ast.AST] = list(reversed(body))
     while stack:
@@ -56,9 +56,6 @@ def calls_in(body: list[ast.stmt]) -> list[ast.Call]:
             continue
         if isinstance(node, ast.Call):
             found.append(node)
-            if called_name(node) in OFFLOADERS:
-                stack.append(node.func)
-                continue
         stack.extend(reversed(children(node)))
     return found
 
