@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,8 +42,16 @@ def diagnose(spec: str, depth: int = DEFAULT_DEPTH, search_path: list[str] | Non
     """Analyse `spec` (a path, or `module:app`) statically. Never imports or runs the app."""
     started = time.perf_counter()
     _suppress.forget()
-    target = load_target(spec, search_path)
-    return _diagnose(spec, target, depth, started)
+    # Parsing allocates millions of nodes that all live until the end: the cyclic collector would
+    # walk them again and again for nothing (a third of the time on large apps).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        target = load_target(spec, search_path)
+        return _diagnose(spec, target, depth, started)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _diagnose(spec: str, target: Target, depth: int, started: float) -> Report:

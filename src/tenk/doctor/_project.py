@@ -1,7 +1,7 @@
 """The app's own source, parsed but never imported: its modules, functions, classes and imports.
 
-"Own" is every module under the top-level packages of what was named (a directory's files, or the module
-of `module:app` and the modules it imports from its own package). Third-party code is never followed:
+"Own" is, for a directory, the modules it holds; for `module:app`, that module and the modules it
+imports, transitively, from its own top-level package. Third-party code is never followed:
 its names stay qualified strings (`redis.Redis`) for the rules to match.
 """
 
@@ -222,9 +222,12 @@ def _collect_attributes(owner: ClassInfo, method: Function) -> None:
 class Project:
     """Own modules by dotted name, loaded on first use from the search roots."""
 
-    def __init__(self, roots: list[Path], own: set[str]) -> None:
+    def __init__(self, roots: list[Path], own: set[str], within: Path | None = None) -> None:
         self.roots = roots
         self.own = own
+        # A directory target's code is what it holds: modules of the same package outside it are not
+        # loaded (following all of a 400k-line package from one of its folders took 48 s, not 5).
+        self.within = within
         self.modules: dict[str, Module] = {}
         self._missing: set[str] = set()
 
@@ -237,6 +240,8 @@ class Project:
         if name in self._missing or not self.is_own(name):
             return None
         path = _find_module_file(name, self.roots)
+        if path is not None and self.within is not None and not path.is_relative_to(self.within):
+            path = None
         module = parse_module(name, path) if path else None
         if module is None:
             self._missing.add(name)
@@ -345,7 +350,7 @@ def _load_path(path: Path) -> Target:
             roots.append(root)
         own.add(name.split(".")[0])
         named.append((name, file))
-    project = Project(roots, own)
+    project = Project(roots, own, path if path.is_dir() else path.parent)
     modules = []
     for name, file in named:
         module = project.modules.get(name) or parse_module(name, file)
