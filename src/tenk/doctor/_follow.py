@@ -25,6 +25,9 @@ CACHES = {"lru_cache", "cache", "cached", "alru_cache", "cached_property"}
 class CallSite:
     node: ast.Call
     callee: Resolved | None
+    # `await call(...)`: whatever the annotation says, a sync client's method cannot be awaited, so an
+    # awaited call is an async client's (prefect annotates its AsyncSession as `sa.orm.Session`).
+    awaited: bool = False
 
 
 def called_name(call: ast.Call) -> str:
@@ -87,7 +90,10 @@ class Graph:
         key = id(function)
         if key not in self._calls:
             scope = self.scope(function)
-            self._calls[key] = [CallSite(call, scope.resolve(call.func)) for call in calls_in(function.node.body)]
+            awaited = {id(node.value) for node in function.nodes if isinstance(node, ast.Await)}
+            self._calls[key] = [
+                CallSite(call, scope.resolve(call.func), id(call) in awaited) for call in calls_in(function.node.body)
+            ]
         return self._calls[key]
 
     def walk(

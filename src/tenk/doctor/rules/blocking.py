@@ -100,7 +100,7 @@ def check(context: Context) -> Iterator[Finding]:
         rule = "blocking-call" if on_loop else "sync-route"
         for function, chain in graph.walk(root, context.depth, into_async=on_loop):
             for site in graph.calls(function):
-                if not isinstance(site.callee, str):
+                if not isinstance(site.callee, str) or site.awaited:
                     continue
                 family = blocking_family(site.callee)
                 if family is None or (not on_loop and family != "client"):

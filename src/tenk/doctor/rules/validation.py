@@ -57,12 +57,29 @@ def check(context: Context) -> Iterator[Finding]:
                 yield finding("double-validation", function.module, node, message)
     for call in context.calls:
         func = call.node.func
-        if isinstance(func, ast.Attribute) and func.attr in DUMPS:
+        if isinstance(func, ast.Attribute) and func.attr in DUMPS and _from_mapping(func.value):
             scope = context.scope(call.module, call.function)
             built = built_model(scope, func.value)
             if built is not None:
                 message = f"`{built.node.name}` is built (every field validated) only to be dumped again"
                 yield finding("dump-only-model", call.module, call.node, message)
+
+
+def _from_mapping(expr: ast.expr) -> bool:
+    """`Model(**data)` or `Model.model_validate(data)` with `data` a dict: the dump gives back what came in.
+    A model built from fields, or from an object's attributes, does work of its own (defaults, conversion)."""
+    if not isinstance(expr, ast.Call):
+        return False
+    if any(kw.arg is None for kw in expr.keywords) and not expr.args:
+        return True
+    func = expr.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("model_validate", "parse_obj")
+        and not any(kw.arg == "from_attributes" for kw in expr.keywords)
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], ast.Dict | ast.Name | ast.Subscript)
+    )
 
 
 def _keyword(call: ast.Call, name: str) -> ast.expr | None:
