@@ -90,7 +90,8 @@ def _unnamed(run: ServerRun, option: str | None, requirements: str | None, stand
 def server_runs(context: Context) -> list[ServerRun]:
     runs: list[ServerRun] = []
     for call in context.calls:
-        if call.callee in ("uvicorn.run", "uvicorn.main.run"):
+        # `uvicorn.run(**options)`: what it sets cannot be read, so nothing is said about it.
+        if call.callee in ("uvicorn.run", "uvicorn.main.run") and all(kw.arg for kw in call.node.keywords):
             runs.append(_uvicorn_run(call.module.path, call.node, call.module.code(call.node.lineno)))
     directory = context.target.config_dir
     if directory is None or not directory.is_dir():

@@ -72,13 +72,13 @@ def _from_mapping(expr: ast.expr) -> bool:
         return False
     if any(kw.arg is None for kw in expr.keywords) and not expr.args:
         return True
+    # model_validate(x) of a name cannot tell a dict from an ORM row (from_attributes): only a literal.
     func = expr.func
     return (
         isinstance(func, ast.Attribute)
         and func.attr in ("model_validate", "parse_obj")
-        and not any(kw.arg == "from_attributes" for kw in expr.keywords)
         and len(expr.args) == 1
-        and isinstance(expr.args[0], ast.Dict | ast.Name | ast.Subscript)
+        and isinstance(expr.args[0], ast.Dict)
     )
 
 
