@@ -117,9 +117,8 @@ def measure(lines: int, repeats: int) -> None:
             report = diagnose(str(root / "app"))
             best = min(best, time.perf_counter() - started)
             findings = len(report.findings)
-        print(
-            f"{written} lines in {len(files)} files: doctor {best:.2f} s (best of {repeats}), ast.parse alone {parse:.2f} s"
-        )
+        timing = f"doctor {best:.2f} s (best of {repeats}), ast.parse alone {parse:.2f} s"
+        print(f"{written} lines in {len(files)} files: {timing}")
         print(f"{findings} findings, {report.entry_points} entry points")
 
 
