@@ -307,7 +307,7 @@ def worker(name: str | None) -> None:
     show_default=True,
     help="Exit 1 when a finding of this severity or worse is found.",
 )
-@click.option("--depth", type=click.IntRange(min=0), default=4, show_default=True, help="Calls followed into helpers.")
+@click.option("--depth", type=click.IntRange(min=0), default=None, help="Calls followed into helpers [default: 4].")
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here, not stdout.")
 @click.option(
     "--ladder",
@@ -321,7 +321,7 @@ def doctor(
     target: str,
     output_format: str,
     fail_on: str,
-    depth: int,
+    depth: int | None,
     output: Path | None,
     ladder: Path | None,
     patched: str | None,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
+from tenk.doctor import diagnose
 from tenk.doctor.formats import FORMATS
 from tests.doctor.expectations import FIXTURES, run
 
@@ -53,3 +54,24 @@ def test_text_reads_like_ruff_with_location_rule_code_and_fix() -> None:
     assert "= measured:" in text
     assert "(000_47bb144eb86ea611.txt)" in text or "(003_15a8e742bae16626.txt)" in text
     assert text.rstrip().splitlines()[-1].startswith("Found 4 finding(s) (4 error(s), 0 warning(s))")
+
+
+def test_text_escapes_control_characters_from_the_analysed_source(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text(
+        "import time\nfrom fastapi import FastAPI\napp = FastAPI()\n"
+        "@app.get('/')\nasync def root():\n    time.sleep(1); x = '\x1b]0;owned\x07\x1b[2J'\n"
+    )
+    text = FORMATS["text"](diagnose(str(tmp_path)), tmp_path)
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "\\x1b[2J" in text
+
+
+def test_a_file_nested_past_the_parser_limits_is_skipped_not_fatal(tmp_path: Path) -> None:
+    # A long chain of `+` is one nested BinOp per term: past the parser's recursion limit.
+    (tmp_path / "deep.py").write_text("x = 1" + "+1" * 300_000 + "\n")
+    (tmp_path / "app.py").write_text(
+        "import time\nfrom fastapi import FastAPI\napp = FastAPI()\n"
+        "@app.get('/')\nasync def root():\n    time.sleep(1)\n"
+    )
+    assert [f.rule for f in diagnose(str(tmp_path)).findings] == ["blocking-call"]

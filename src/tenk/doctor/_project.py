@@ -84,7 +84,8 @@ def parse_module(name: str, path: Path) -> Module | None:
     try:
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text, filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError):
+        # Unreadable, or nested past the parser's limits (a hostile file must not end the whole run).
         return None
     module = Module(name, path, tree, text.splitlines(), path.name == "__init__.py")
     _index(module)

@@ -12,6 +12,7 @@ import click
 
 from tenk.doctor._diagnose import diagnose
 from tenk.doctor._findings import SEVERITY_RANK, Severity
+from tenk.doctor._follow import DEFAULT_DEPTH
 from tenk.doctor._project import TargetError
 from tenk.doctor._rules import RULES
 from tenk.doctor.formats import FORMATS
@@ -26,14 +27,14 @@ def run(
     target: str,
     output_format: str,
     fail_on: Severity,
-    depth: int,
+    depth: int | None,
     output: Path | None,
     ladder: Path | None,
     patched: str | None,
     mix: str | None,
 ) -> int:
     try:
-        report = diagnose(target, depth)
+        report = diagnose(target, DEFAULT_DEPTH if depth is None else depth)
     except TargetError as exc:
         click.echo(f"tenk doctor: {exc}", err=True)
         return EXIT_UNREADABLE

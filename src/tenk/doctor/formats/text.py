@@ -9,6 +9,13 @@ from tenk.doctor._findings import Finding
 from tenk.doctor._rules import RULES
 from tenk.doctor.formats._paths import shown
 
+# Source lines are the analysed app's: a control character in one must not reach the terminal as one.
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F) if code != 0x09}
+
+
+def _printable(text: str) -> str:
+    return text.translate(_CONTROL)
+
 
 def render(report: Report, base: Path) -> str:
     blocks = [_finding(finding, base) for finding in report.findings]
@@ -29,15 +36,18 @@ def _finding(finding: Finding, base: Path) -> str:
     rule = RULES[finding.rule]
     gutter = " " * len(str(finding.line))
     lines = [
-        f"{shown(finding.path, base)}:{finding.line}:{finding.col}: {finding.rule} [{rule.severity}] {finding.message}",
+        f"{shown(finding.path, base)}:{finding.line}:{finding.col}: {finding.rule} [{rule.severity}] "
+        + _printable(finding.message),
         f"{gutter} |",
-        f"{finding.line} | {finding.code}",
+        f"{finding.line} | {_printable(finding.code)}",
         f"{gutter} |",
     ]
     if len(finding.chain) > 1 or (finding.chain and finding.chain[0].path != finding.path):
         lines.append(f"{gutter} = via:")
         for step in finding.chain:
-            lines.append(f"{gutter}     {shown(step.path, base)}:{step.line} in {step.function}: {step.code}")
+            lines.append(
+                f"{gutter}     {shown(step.path, base)}:{step.line} in {step.function}: {_printable(step.code)}"
+            )
     lines.append(f"{gutter} = why: {rule.why}")
     if rule.study is not None:
         lines.append(f"{gutter} = measured: {rule.study.figure} ({rule.study.seed})")
