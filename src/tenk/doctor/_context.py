@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from tenk.doctor._entrypoints import EntryPoints
@@ -27,7 +27,6 @@ class Context:
     graph: Graph
     entries: EntryPoints
     depth: int
-    _scopes: dict[str, Scope] = field(default_factory=dict)
 
     def scope(self, module: Module, function: Function | None) -> Scope:
         return self.graph.scope(function) if function is not None else self.graph.module_scope(module)

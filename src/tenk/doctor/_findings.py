@@ -32,10 +32,5 @@ class Finding:
     # Empty for a finding written directly in its entry point; else entry point first, the sink last.
     chain: tuple[Step, ...] = field(default=())
 
-    @property
-    def lines(self) -> tuple[int, ...]:
-        """Every line a suppression comment may sit on: the finding's own and each call on its chain."""
-        return (self.line, *(step.line for step in self.chain))
-
     def sort_key(self) -> tuple[str, int, int, str]:
         return (str(self.path), self.line, self.col, self.rule)

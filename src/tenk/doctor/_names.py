@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from tenk.doctor._project import ClassInfo, Function, Module, Project, children
+from tenk.doctor._project import ClassInfo, Function, Module, Project
 
 Type = str | ClassInfo
 Resolved = Function | ClassInfo | Module | str
@@ -141,9 +141,11 @@ class Scope:
         if isinstance(expr, ast.Name):
             return self._resolve_name(expr.id, depth)
         if isinstance(expr, ast.Attribute):
-            owner = self.type_of(expr.value, depth + 1) if not self._is_plain_name(expr.value) else None
-            if owner is None and isinstance(expr.value, ast.Name):
+            # A bare name is a local's type or nothing (a module-level name resolves below, as a name).
+            if isinstance(expr.value, ast.Name):
                 owner = self._local_type(expr.value.id, depth + 1)
+            else:
+                owner = self.type_of(expr.value, depth + 1)
             if isinstance(owner, ClassInfo):
                 return self.method(owner, expr.attr)
             if isinstance(owner, str):
@@ -160,9 +162,6 @@ class Scope:
             kind = self.type_of(expr, depth + 1)
             return f"{kind}()" if isinstance(kind, str) else None
         return None
-
-    def _is_plain_name(self, expr: ast.expr) -> bool:
-        return isinstance(expr, ast.Name)
 
     def _resolve_name(self, name: str, depth: int) -> Resolved | None:
         scope = self.function
@@ -423,16 +422,3 @@ def _local_bindings(function: Function | None) -> tuple[dict[str, list[ast.expr]
         elif isinstance(node, ast.NamedExpr):
             values.setdefault(node.target.id, []).append(node.value)
     return values, annotations
-
-
-def walk_body(body: list[ast.stmt]) -> list[ast.AST]:
-    """Every node of a function body, without descending into nested functions, classes or lambdas."""
-    found: list[ast.AST] = []
-    stack: list[ast.AST] = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        stack.extend(reversed(children(node)))
-    return found
