@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tenk.doctor._findings import Step
@@ -97,7 +97,12 @@ class Graph:
         return self._calls[key]
 
     def walk(
-        self, root: Function, depth: int, *, into_async: bool = True
+        self,
+        root: Function,
+        depth: int,
+        *,
+        into_async: bool = True,
+        follow: Callable[[Function, CallSite], bool] | None = None,
     ) -> Iterator[tuple[Function, tuple[Step, ...]]]:
         """Every own function `root` reaches within `depth` calls, with the shortest chain to it.
 
@@ -114,7 +119,7 @@ class Graph:
                 callee = self._callee(site.callee)
                 if callee is None or id(callee) in seen or is_cached(callee):
                     continue
-                if callee.is_async and not into_async:
+                if (callee.is_async and not into_async) or (follow is not None and not follow(function, site)):
                     continue
                 seen.add(id(callee))
                 queue.append((callee, (*chain, step(function, site.node)), level + 1))

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from tenk.doctor._context import Context, ResolvedCall, finding, short
 from tenk.doctor._findings import Finding
+from tenk.doctor._follow import CallSite
 from tenk.doctor._project import Function
 
 REDIS_CLIENTS = {
@@ -87,33 +88,54 @@ def _is_none(node: ast.expr | None) -> bool:
 
 
 def _stored(function: Function) -> set[int]:
-    """Calls whose result is kept beyond the call: assigned to a global, nonlocal or attribute."""
+    """Calls whose result is kept beyond the call: assigned to a global, nonlocal or attribute, directly
+    or through a local (`new = make(); module.shared = new`)."""
     body = function.nodes
     kept_names = {name for node in body if isinstance(node, ast.Global | ast.Nonlocal) for name in node.names}
+    assignments = [
+        (node.targets if isinstance(node, ast.Assign) else [node.target], node.value)
+        for node in body
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+    ]
+    kept_locals = {
+        value.id
+        for targets, value in assignments
+        if isinstance(value, ast.Name) and any(_keeps(t, kept_names) for t in targets)
+    }
     stored: set[int] = set()
-    for node in body:
-        if isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if node.value is not None and any(
-                isinstance(t, ast.Attribute | ast.Subscript) or (isinstance(t, ast.Name) and t.id in kept_names)
-                for t in targets
-            ):
-                stored.update(id(n) for n in ast.walk(node.value) if isinstance(n, ast.Call))
+    for targets, value in assignments:
+        kept = any(_keeps(t, kept_names) or (isinstance(t, ast.Name) and t.id in kept_locals) for t in targets)
+        if kept:
+            stored.update(id(n) for n in ast.walk(value) if isinstance(n, ast.Call))
     return stored
+
+
+def _keeps(target: ast.expr, kept_names: set[str]) -> bool:
+    return isinstance(target, ast.Attribute | ast.Subscript) or (
+        isinstance(target, ast.Name) and target.id in kept_names
+    )
 
 
 def check_per_request(context: Context) -> Iterator[Finding]:
     graph = context.graph
+    kept: dict[int, set[int]] = {}
+
+    def not_kept(caller: Function, site: CallSite) -> bool:
+        """A helper whose result the caller keeps (`self.session = make_session()`) makes a singleton."""
+        if id(caller) not in kept:
+            kept[id(caller)] = _stored(caller)
+        return id(site.node) not in kept[id(caller)]
+
     for entry in context.entries.of_kind("route", "dependency", "middleware"):
         root = entry.function
-        for function, chain in graph.walk(root, context.depth):
+        for function, chain in graph.walk(root, context.depth, follow=not_kept):
             stored: set[int] | None = None
             for site in graph.calls(function):
                 if site.callee not in PER_REQUEST or not isinstance(site.callee, str):
                     continue
                 if site.callee in REDIS_CLIENTS and _keyword(site.node, "connection_pool") is not None:
                     continue
-                stored = _stored(function) if stored is None else stored
+                stored = kept.setdefault(id(function), _stored(function)) if stored is None else stored
                 if id(site.node) in stored:
                     continue
                 message = (
