@@ -8,14 +8,16 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import VENV_BIN
+from tests.conftest import SERVER_START_S, VENV_BIN
 from tests.doctor.expectations import FIXTURES
 
 REPO = Path(__file__).parents[2]
 
 
 def doctor(*args: str, cwd: Path = FIXTURES) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "tenk"), "doctor", *args], cwd=cwd, capture_output=True, text=True)
+    return subprocess.run(
+        [str(VENV_BIN / "tenk"), "doctor", *args], cwd=cwd, capture_output=True, text=True, timeout=SERVER_START_S
+    )
 
 
 def test_findings_exit_1_and_a_clean_app_exits_0() -> None:
