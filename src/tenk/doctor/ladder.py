@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tenk.doctor._diagnose import Report
 from tenk.doctor._findings import Finding
+from tenk.doctor._rules import CONFIGURATION_RULES
 from tenk.doctor.rules.server import ServerRun, as_configured, server_runs
 
 BASELINE_MODULE = re.compile(r"^tenk\.lab\.baselines\.(\w+):app$")
@@ -84,7 +85,7 @@ def _ladder_text(
         rungs.append(_Rung(f"{cores} workers", {"workers": cores}, why))
     rungs.append(_Rung("granian", {"server": "granian"}, ["another server, the last configuration-level change"]))
     if patched is not None:
-        code = sorted({f.rule for f in report.findings if f.rule not in _CONFIG_RULES})
+        code = sorted({f.rule for f in report.findings if f.rule not in CONFIGURATION_RULES})
         rungs.append(_Rung("patched", {"target": patched}, [f"the code-level fixes: {', '.join(code) or 'none'}"]))
     claims = _claims([rung.label for rung in rungs])
     lines = [
@@ -133,9 +134,6 @@ def _ladder_text(
             f"claimed_ratio = {claim.claimed_ratio}",
         ]
     return "\n".join(lines) + "\n"
-
-
-_CONFIG_RULES = {"access-log", "no-uvloop", "h11-parser", "one-worker"}
 
 
 def _claims(labels: list[str]) -> list[_Claim]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tenk.doctor._diagnose import Report
 from tenk.doctor._findings import Finding
-from tenk.doctor._rules import RULES
+from tenk.doctor._rules import CONFIGURATION_RULES, RULES
 from tenk.doctor.formats._paths import shown
 
 # Source lines are the analysed app's: a control character in one must not reach the terminal as one.
@@ -52,7 +52,8 @@ def _finding(finding: Finding, base: Path) -> str:
     if rule.study is not None:
         lines.append(f"{gutter} = measured: {rule.study.figure} ({rule.study.seed})")
     else:
-        lines.append(f"{gutter} = measured: not by the studies; `tenk doctor --ladder` measures it")
+        how = "--ladder" if finding.rule in CONFIGURATION_RULES else "--ladder with --patched (your fixed copy)"
+        lines.append(f"{gutter} = measured: not by the studies; `tenk doctor {how}` measures it")
     lines.append(f"{gutter} = fix:")
     lines.extend(f"{gutter}     {line}" for line in rule.fix.splitlines())
     return "\n".join(lines) + "\n"
