@@ -1,0 +1,220 @@
+"""From findings to a measurement: a ladder for `tenk lab run` that measures the app as it is, then each
+configuration fix doctor found, one variable per rung.
+
+The first rung is the server as the source says it runs (or uvicorn's defaults where nothing says).
+Then, in order and only where a finding says it would change something: the access log off, uvloop,
+httptools, as many workers as the deployment's cores, and granian. A code-level finding gets a rung
+only against a patched copy of the app the user names (`--patched module:app`): doctor never edits code.
+The studies' figures ride along as claims, so the lab's report says whether they hold here.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tenk.doctor._diagnose import Report
+from tenk.doctor._findings import Finding
+from tenk.doctor._rules import CONFIGURATION_RULES
+from tenk.doctor.rules.server import ServerRun, as_configured, server_runs
+
+BASELINE_MODULE = re.compile(r"^tenk\.lab\.targets\.baselines\.(\w+):app$")
+APP_PATTERN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+class LadderError(Exception):
+    """A ladder cannot be written for this target (it needs `module:app`)."""
+
+
+@dataclass
+class _Rung:
+    label: str
+    changes: dict[str, str | int | bool]
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    text: str
+    source: str
+    from_rung: str
+    to_rung: str
+    claimed_ratio: float
+
+
+def write_ladder(report: Report, out: Path, patched: str | None = None, mix: str | None = None) -> Path:
+    """Write the ladder to `out` (and a mix of the app's GET routes beside it, when no mix is named)."""
+    app = report.target if APP_PATTERN.match(report.target) else None
+    if app is None:
+        raise LadderError("a ladder needs the target as module:app (the lab serves it), not a path")
+    if patched is not None and not APP_PATTERN.match(patched):
+        raise LadderError(f"--patched {patched!r}: expected module:app")
+    baseline = BASELINE_MODULE.match(app)
+    target = f"baseline:{baseline.group(1)}" if baseline else app
+    if mix is None:
+        mix = "realistic" if baseline else _write_mix(report, out)
+    run = as_configured(server_runs(report.context))
+    out.write_text(_ladder_text(report, target, run, mix, patched, bool(baseline)), encoding="utf-8")
+    return out
+
+
+def _ladder_text(
+    report: Report, target: str, run: ServerRun | None, mix: str, patched: str | None, baseline: bool
+) -> str:
+    rules = {f.rule: f for f in report.findings}
+    server = run.server if run is not None and run.server in ("uvicorn", "gunicorn") else "uvicorn"
+    uvicorn_like = server == "uvicorn"
+    loop = "asyncio" if "no-uvloop" in rules or (run is not None and run.loop == "asyncio") else "uvloop"
+    http = "h11" if "h11-parser" in rules else "httptools"
+    access_log = run.access_log_on if run is not None else True
+    workers = (run.workers if run is not None else None) or 1
+    cores = max(2, math.ceil(run.cores)) if run is not None and run.cores else 2
+    rungs = [_Rung("as it is", {}, [_as_it_is(run)])]
+    if access_log:
+        rungs.append(_Rung("access log off", {"access_log": False}, _because(rules.get("access-log"))))
+    if uvicorn_like and loop == "asyncio":
+        rungs.append(_Rung("uvloop", {"loop": "uvloop"}, _because(rules.get("no-uvloop"))))
+    if uvicorn_like and http == "h11":
+        rungs.append(_Rung("httptools", {"http": "httptools"}, _because(rules.get("h11-parser"))))
+    if workers < cores:
+        why = _because(rules.get("one-worker")) or [f"the target is pinned to {cores} cores (cpus)"]
+        rungs.append(_Rung(f"{cores} workers", {"workers": cores}, why))
+    rungs.append(_Rung("granian", {"server": "granian"}, ["another server, the last configuration-level change"]))
+    if patched is not None:
+        code = sorted({f.rule for f in report.findings if f.rule not in CONFIGURATION_RULES})
+        rungs.append(_Rung("patched", {"target": patched}, [f"the code-level fixes: {', '.join(code) or 'none'}"]))
+    claims = _claims([rung.label for rung in rungs])
+    lines = [
+        f"name = {_q('doctor-' + re.sub(r'[^A-Za-z0-9_-]+', '-', target).strip('-'))}",
+        "# Written by `tenk doctor --ladder`: the app as it is, then one configuration fix per rung.",
+        f"# Run it with `tenk lab run {{this file}}`. Findings: {len(report.findings)} in {report.target}.",
+        f"description = {_q(f'What fixing doctor findings buys on {target}: one variable per rung')}",
+        "repeats = 3",
+        "",
+        "[defaults]",
+        f"target = {_q(target)}",
+        f"server = {_q(server)}",
+        f"workers = {workers}",
+        f"loop = {_q(loop)}",
+        f"http = {_q(http)}",
+        f"access_log = {_toml(access_log)}",
+        f"# {cores} cores from the start, so that the workers rung changes the workers alone.",
+        f"cpus = {_q(f'0-{cores - 1}')}",
+        f"mix = {_q(mix)}",
+        "capacity = true",
+        "slo_p99_ms = 100",
+        "start_rate = 200",
+        "step_s = 4",
+        "capacity_budget_s = 60",
+        "warmup_s = 3",
+    ]
+    if baseline:
+        lines += [
+            "",
+            "[defaults.env]",
+            "# The baseline's own access log off: the server's is the one measured.",
+            'NAIVE_ACCESS_LOG = "0"',
+        ]
+    for rung in rungs:
+        lines += ["", "[[rung]]", *(f"# {reason}" for reason in rung.why), f"label = {_q(rung.label)}"]
+        lines += [f"{key} = {_toml(value)}" for key, value in rung.changes.items()]
+    for claim in claims:
+        lines += [
+            "",
+            "[[claim]]",
+            f"text = {_q(claim.text)}",
+            f"source = {_q(claim.source)}",
+            f"from_rung = {_q(claim.from_rung)}",
+            f"to_rung = {_q(claim.to_rung)}",
+            'metric = "capacity"',
+            f"claimed_ratio = {claim.claimed_ratio}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _claims(labels: list[str]) -> list[_Claim]:
+    claims = []
+    if "access log off" in labels:
+        before = labels[labels.index("access log off") - 1]
+        claims.append(
+            _Claim(
+                "the tasks-app study (003), ping: access log on 800-1200 RPS, off 3100: 3100 / 1000 = 3.1",
+                "003_15a8e742bae16626.txt",
+                before,
+                "access log off",
+                3.1,
+            )
+        )
+    workers = next((label for label in labels if label.endswith(" workers")), None)
+    if workers is not None:
+        claims.append(
+            _Claim(
+                "the ladder study (001), v2 -> v3: two uvicorn workers on one vCPU, 81 / 69.6 = 1.16",
+                "001_1f6846444dcf4a5a.txt",
+                labels[labels.index(workers) - 1],
+                workers,
+                1.16,
+            )
+        )
+    return claims
+
+
+def _as_it_is(run: ServerRun | None) -> str:
+    if run is None:
+        return "no server configuration found: uvicorn's defaults (access log on, 1 worker)"
+    return f"as {run.path.name}:{run.line} runs it: {run.code}"
+
+
+def _because(finding: Finding | None) -> list[str]:
+    return [f"{finding.rule}: {finding.path.name}:{finding.line}: {finding.message}"] if finding else []
+
+
+def _q(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's)."""
+    return json.dumps(text)
+
+
+def _toml(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int) else _q(value)
+
+
+def _write_mix(report: Report, out: Path) -> str:
+    """A mix of the app's GET routes without path parameters, equally weighted, beside the ladder."""
+    paths = sorted(
+        {
+            path
+            for entry in report.context.entries.of_kind("route")
+            if entry.registration is not None
+            and (path := _route_path(entry.registration)) is not None
+            and "{" not in path
+            and _method(entry.registration) == "get"
+        }
+    )
+    if not paths:
+        raise LadderError("no GET route without path parameters found for a mix: name one with --mix")
+    lines = [
+        f"name = {_q(out.stem + '-mix')}",
+        "# Written by `tenk doctor --ladder`: the app's GET routes as written in their decorators. A router's",
+        "# prefix given to include_router is not applied: check the paths before running.",
+        f"description = {_q('GET routes of ' + report.target)}",
+    ]
+    for index, path in enumerate(paths):
+        lines += ["", "[[endpoint]]", f'name = "route_{index}"', f"path = {_q(path)}", "weight = 1"]
+    mix_path = out.with_name(out.stem + "-mix.toml")
+    mix_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return mix_path.name
+
+
+def _route_path(call: ast.Call) -> str | None:
+    first = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "path"), None)
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def _method(call: ast.Call) -> str:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else "get"
