@@ -7,6 +7,8 @@ _FIELDS = "id, sku, name, description, price_cents, stock, updated_at"
 _PRODUCT_JSON = f"(SELECT row_to_json(p)::text FROM (SELECT {_FIELDS}) AS p)"
 
 PRODUCT_BY_ID = f"SELECT {_PRODUCT_JSON} FROM products WHERE id = $1"
+# The reads of one event-loop turn together (tenk.catalog.batched_reads).
+PRODUCTS_BY_IDS = f"SELECT id, {_PRODUCT_JSON} FROM products WHERE id = ANY($1::bigint[])"
 
 INSERT_PRODUCT = f"""
 INSERT INTO products (sku, name, description, price_cents, stock)

@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 
 from tenk.background import cancel_and_wait
 from tenk.catalog import keys, metrics, queries
+from tenk.catalog.batched_reads import BatchedReads
 from tenk.catalog.ceiling import IdCeiling
 from tenk.catalog.invalidation import Invalidator
 from tenk.catalog.replicas import Replicas, WrittenLsn
@@ -62,6 +63,7 @@ class CatalogService:
         self.ceiling = IdCeiling(self._highest_id, settings.negative_ttl_s)
         self.replicas = replicas or Replicas([])
         self.loads: SingleFlight[int, bytes] = SingleFlight()
+        self.batched = BatchedReads(pg)
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
         self.pg_breaker = CircuitBreaker("postgres", failure_ratio=0.5, window_s=5, min_calls=10, open_s=2)
         self.fallback = Bulkhead("postgres-fallback", settings.fallback_max_inflight, settings.fallback_max_wait_s)
@@ -164,7 +166,7 @@ class CatalogService:
         with call:
             answered, row = await self.replicas.product_json(product_id, written_lsn)
             if not answered:
-                row = await self.pg.fetchval(queries.PRODUCT_BY_ID, product_id)
+                row = await self.batched.product_json(product_id)
         return MISSING if row is None else row.encode()
 
     def read_pool(self) -> asyncpg.Pool:
