@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -70,3 +71,37 @@ def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path, sigin
     assert "interrupted: every process the lab started has been stopped" in output
     _, alive = psutil.wait_procs(started, timeout=5)
     assert alive == [], [p.pid for p in alive]
+
+
+def test_ctrl_c_keeps_what_finished_as_partial_results(tmp_path: Path) -> None:
+    (tmp_path / "work.toml").write_text('[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\n')
+    ladder = tmp_path / "two.toml"
+    ladder.write_text(
+        'name = "two"\n[defaults]\ntarget = "tests.lab.semaphore_app:app"\nserver = "uvicorn"\n'
+        'mix = "work.toml"\nrate = 20\nwarmup_s = 0\n'
+        '[[rung]]\nlabel = "short"\nduration_s = 3\n[[rung]]\nlabel = "long"\nduration_s = 120\n'
+    )
+    argv = [str(Path(sys.executable).parent / "tenk"), "lab", "run", str(ladder), "--quiet", "--repeats", "1"]
+    lab = subprocess.Popen(
+        [*argv, "--results", str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO), "SEM_PERMITS": "4", "SEM_SLEEP_MS": "10"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(tmp_path.glob("two-*/rung-01-repeat-1.json")):
+            time.sleep(0.2)
+        assert list(tmp_path.glob("two-*/rung-01-repeat-1.json")), "the first rung's result was not kept"
+        lab.send_signal(signal.SIGINT)
+        output = lab.communicate(timeout=60)[0].decode()
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+            lab.wait()
+    assert lab.returncode != 0, output
+    [run] = tmp_path.glob("two-*")
+    results = json.loads((run / "results.json").read_text())
+    assert results["partial"] == "the run stopped after 1 of 2 rung measurements"
+    assert [rung["label"] for rung in results["rungs"]] == ["short"]
+    assert "Partial results" in (run / "report.md").read_text()

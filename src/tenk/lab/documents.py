@@ -387,6 +387,9 @@ class Results(Document):
     rungs: list[RungResult]
     merged_from: list[str] = Field(default_factory=list)
     merge_note: str = ""
+    # Set when the run stopped early (Ctrl-C, a crash): what it says, and the results hold only the
+    # repeats that finished.
+    partial: str = ""
 
 
 def load_results(folder: Path) -> Results:

@@ -3,8 +3,10 @@ see `rung.py`), and the files in `results/<ladder>-<timestamp>/`."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from tenk.lab.measuring.rung import Bench, run_rung
 from tenk.lab.measuring.sampling import listener_pid
 from tenk.lab.results.summary import summarise_rung
 from tenk.stack import EmbeddedRedis
+
+logger = logging.getLogger("tenk.lab.runner")
 
 # Start-up, warm-up gaps, k6 graceful stop: the per-rung time beyond the measured seconds.
 RUNG_OVERHEAD_S = 12.0
@@ -103,11 +107,64 @@ def _dependency_pids(env: Mapping[str, str], stack_pids: Mapping[str, int]) -> d
     return known
 
 
+@dataclass
+class _Run:
+    """What one run of a ladder has measured so far, and how to write it down."""
+
+    ladder: Ladder
+    options: RunOptions
+    out: Path
+    stamp: str
+    repeats: int
+    bound_s: float
+    env: dict[str, str]
+    started_at: float = field(default_factory=time.monotonic)
+    measured: dict[int, list[RungResult]] = field(default_factory=dict)
+
+    def write(self, partial: str = "") -> Path:
+        """results.json and the reports, from every repeat measured (or, when `partial` says why the run
+        stopped early, from those that finished)."""
+        from tenk.lab.results.provenance import provenance
+        from tenk.lab.results.report import write_reports
+
+        rungs = [summarise_rung(self.measured[r.index]) for r in self.ladder.rungs if self.measured.get(r.index)]
+        for rung_result in rungs:
+            (self.out / f"rung-{rung_result.index + 1:02d}.json").write_text(rung_result.model_dump_json(indent=2))
+        results = Results(
+            ladder=self.ladder.name,
+            description=self.ladder.description,
+            source=str(self.ladder.path),
+            created=self.stamp,
+            segment=self.options.segment,
+            repeats=self.repeats,
+            elapsed_s=round(time.monotonic() - self.started_at, 1),
+            time_bound_s=round(self.bound_s),
+            provenance=provenance(self.ladder, self.env),
+            claims=list(self.ladder.claims),
+            rungs=rungs,
+            partial=partial,
+        )
+        (self.out / "results.json").write_text(results.model_dump_json(indent=2))
+        write_reports(results, self.out)
+        return self.out
+
+    def write_partial(self) -> None:
+        """After a run stopped early: what finished, marked partial. Never masks why it stopped."""
+        done = sum(len(results) for results in self.measured.values())
+        if not done:
+            return
+        partial = f"the run stopped after {done} of {self.repeats * len(self.ladder.rungs)} rung measurements"
+        try:
+            self.write(partial)
+        except Exception:
+            logger.exception("could not write the partial results to %s", self.out)
+            return
+        self.options.progress.note(f"partial results of what finished: {self.out / 'results.json'}")
+
+
 def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
     if options.segment and any(r.config.capacity for r in ladder.rungs):
         raise LabError("--segment splits a fixed rate across machines; capacity search cannot be split")
-    from tenk.lab.results.provenance import provenance
-
     repeats = options.repeats or ladder.repeats
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-seg{options.segment.replace('/', 'of')}" if options.segment else ""
@@ -122,8 +179,9 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
     env = dict(options.base_env)
     api_key = _api_key(env, ladder)
     stack = None
-    started_at = time.monotonic()
-    measured: dict[int, list[RungResult]] = {rung.index: [] for rung in ladder.rungs}
+    run = _Run(ladder, options, out, stamp, repeats, bound, env)
+    measured = run.measured = {rung.index: [] for rung in ladder.rungs}
+    finished = False
     try:
         cluster = ladder.topology == "cluster"
         if options.base_url is None and _needs_stack(ladder):
@@ -143,30 +201,18 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
         for repeat in range(repeats):
             for rung in ladder.rungs:
                 progress.rung(rung.index + 1, len(ladder.rungs), f"{rung.label} [{repeat + 1}/{repeats}]", rung.changed)
-                measured[rung.index].append(run_rung(rung, ladder.mixes[rung.config.mix], bench, repeat))
+                result = run_rung(rung, ladder.mixes[rung.config.mix], bench, repeat)
+                measured[rung.index].append(result)
+                # Kept as soon as it is measured: a crash or a Ctrl-C later loses none of it.
+                (out / f"rung-{rung.index + 1:02d}-repeat-{repeat + 1}.json").write_text(
+                    result.model_dump_json(indent=2)
+                )
+        finished = True
     finally:
         if stack is not None:
             for server in stack.started:
                 server.stop()
         progress.close()
-    from tenk.lab.results.report import write_reports
-
-    rungs = [summarise_rung(measured[rung.index]) for rung in ladder.rungs if measured[rung.index]]
-    for rung_result in rungs:
-        (out / f"rung-{rung_result.index + 1:02d}.json").write_text(rung_result.model_dump_json(indent=2))
-    results = Results(
-        ladder=ladder.name,
-        description=ladder.description,
-        source=str(ladder.path),
-        created=stamp,
-        segment=options.segment,
-        repeats=repeats,
-        elapsed_s=round(time.monotonic() - started_at, 1),
-        time_bound_s=round(bound),
-        provenance=provenance(ladder, env),
-        claims=list(ladder.claims),
-        rungs=rungs,
-    )
-    (out / "results.json").write_text(results.model_dump_json(indent=2))
-    write_reports(results, out)
-    return out
+        if not finished:
+            run.write_partial()
+    return run.write()

@@ -18,6 +18,7 @@ def md_table(rows: list[dict[str, str]]) -> str:
 def markdown(results: Results) -> str:
     parts = [
         f"# {results.ladder}\n",
+        *([f"**Partial results: {results.partial}**\n"] if results.partial else []),
         f"{results.description}\n",
         f"Created {results.created}; took {or_unknown(results.elapsed_s)}s (bound stated up front: "
         f"{or_unknown(results.time_bound_s)}s). Source: `{results.source}`.\n",
