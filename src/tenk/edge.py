@@ -145,7 +145,7 @@ class RequestEdge:
 
     def _log(self, scope: Scope, status: int, elapsed: float) -> None:
         access_logger.info(
-                "request",
+            "request",
             extra={
                 "method": scope["method"],
                 "path": scope["path"],

@@ -7,6 +7,7 @@ length, as masked values may differ in length). The `lane` column says whether t
 answer (True), must leave the request to FastAPI (False), or may do either (None), so the table also
 pins what the derived parsers accept.
 """
+
 from __future__ import annotations
 
 import base64

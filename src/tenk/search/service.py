@@ -26,7 +26,7 @@ from tenk.errors import UnavailableError
 from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
 from tenk.search.admission import Doorkeeper
 from tenk.search.pages import ResultPages
-from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
+from tenk.search.queries import ONE_WORD, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
 from tenk.search.settings import SearchSettings
 
 logger = logging.getLogger("tenk.search.service")
@@ -135,9 +135,6 @@ class SearchService:
             raise SearchTimeoutError() from None
 
     async def _ranked(self, conn: asyncpg.Connection, query: str, limit: int) -> str:
-        if self.settings.full_ranking:
-            everything: str = await conn.fetchval(RANK_ALL_MATCHES, query, limit)
-            return everything
         if ONE_WORD.fullmatch(query):
             one_word: str = await conn.fetchval(RANK_ONE_WORD, query, limit)
             return one_word
