@@ -12,22 +12,19 @@ from starlette.types import ASGIApp
 
 from tenk import __version__
 from tenk.catalog.routes import router as catalog_router
-from tenk.catalog.routes import state_variant as product_state_variant
 from tenk.catalog.service import catalog_lifespan
 from tenk.connections import connect_redis, create_pg_pool, create_redis, pool_gauges
+from tenk.edge import TenkAPI
 from tenk.errors import install_error_handlers
 from tenk.ingest.routes import router as ingest_router
 from tenk.ingest.service import ingest_lifespan
-from tenk.lane import TenkAPI
 from tenk.models import COMMON_ERRORS, errors_documented
 from tenk.ops.auth import OPS_POLICIES, require_ops_key
 from tenk.ops.docs import router as docs_router
 from tenk.ops.health import router as health_router
 from tenk.ops.logging import configure_logging
-from tenk.ops.metrics import MetricsMiddleware, live_gauges, metrics_endpoint
+from tenk.ops.metrics import live_gauges, metrics_endpoint
 from tenk.ops.metrics_port import MetricsPort, start_metrics_port
-from tenk.ops.request_body import RequestBodyGuard, writer_routes
-from tenk.ops.request_id import RequestIdMiddleware
 from tenk.ops.tracing import setup_tracing
 from tenk.outages import REDIS_DOWN
 from tenk.pagination import cursor_secret
@@ -106,8 +103,6 @@ def create_app(settings: Settings | None = None) -> TenkAPI:
     install_error_handlers(app)
     app.include_router(health_router)
     app.include_router(docs_router)
-    if not settings.product_route_depends:
-        app.include_router(product_state_variant)  # first, so that FastAPI matches it before the declared route
     # Every route may answer these, in the one error shape; documented so that clients can rely on it.
     common_errors = errors_documented(COMMON_ERRORS)
     for router in (catalog_router, tasks_router, search_router, upstream_router, ingest_router):
@@ -120,24 +115,14 @@ def create_app(settings: Settings | None = None) -> TenkAPI:
             dependencies=[Depends(require_ops_key("metrics"))],
         )
 
-    # Outermost first: the request id exists before anything logs, and metrics time everything inside.
-    app.add_middleware(
-        RequestBodyGuard,
-        max_bytes=settings.max_body_bytes,
-        timeout_s=settings.body_timeout_s,
-        writer_routes=writer_routes(app),
-        accepted_digests=app.state.accepted_key_digests,
+    # Every request, whichever lane answers it, passes the edge: id, metrics, key, body, refusals (tenk.edge).
+    app.open_edge(
+        hot_lane=settings.hot_lane,
+        needs_key=lambda policy: policy.needs_key(settings),
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        access_log=settings.access_log,
     )
-    app.add_middleware(MetricsMiddleware, access_log=settings.access_log)
-    app.add_middleware(RequestIdMiddleware)
-    # The lane is derived from the `@hot` routes above (tenk.lane). It writes no access log: with one on,
-    # every request takes FastAPI's path.
-    if settings.hot_lane and not settings.access_log:
-        app.serve_hot(
-            max_body_bytes=settings.max_body_bytes,
-            body_timeout_s=settings.body_timeout_s,
-            needs_key=lambda policy: policy.needs_key(settings),
-        )
     return app
 
 

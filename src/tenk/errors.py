@@ -6,6 +6,7 @@
     ├── InvalidInputError         422     invalid_input      (names the field)
     ├── PayloadTooLargeError      413     payload_too_large
     ├── RequestTimeoutError       408     request_timeout    (the body did not arrive in time)
+    ├── ClientDisconnectedError   400     client_disconnected (the client left before its body arrived)
     ├── UnauthorizedError         401     unauthorized
     ├── ForbiddenError            403     forbidden
     └── UnavailableError          503     unavailable        (sets Retry-After)
@@ -66,6 +67,10 @@ class RequestTimeoutError(TenkError):
     status, code = 408, "request_timeout"
 
 
+class ClientDisconnectedError(TenkError):
+    status, code = 400, "client_disconnected"
+
+
 class UnauthorizedError(TenkError):
     status, code = 401, "unauthorized"
 
@@ -80,6 +85,9 @@ class UnavailableError(TenkError):
 
 class UpstreamTimeoutError(UnavailableError):
     status, code = 504, "upstream_timeout"
+
+
+CLIENT_LEFT = "the client disconnected before its body arrived"
 
 
 def error_body(code: str, message: str, fields: list[dict[str, str]] | None = None) -> bytes:
@@ -145,8 +153,8 @@ def reply_for(exc: Exception) -> Reply:
     if isinstance(exc, BulkheadFullError):
         return error_reply(503, "overloaded", str(exc), retry_after_s=1.0)
     if isinstance(exc, ClientDisconnect):
-        # The client went away (or the body guard answered in the app's place): nobody reads this.
-        return error_reply(400, "client_disconnected", "the client disconnected before its body arrived")
+        # The client went away (or the edge answered in the app's place): nobody reads this.
+        return reply_for(ClientDisconnectedError(CLIENT_LEFT))
     if postgres_is_down(exc):
         logger.warning("database unavailable: %s", exc.__class__.__name__)
         return error_reply(503, "database_unavailable", "the database is unavailable", retry_after_s=2.0)

@@ -163,11 +163,10 @@ class Settings(BaseSettings):
         "dir. Off in the container image: there tenk refuses to start without TENK_API_KEYS and "
         "TENK_CURSOR_SECRET.",
     )
-    hot_lane: bool = Field(True, description="Serve the `@hot` routes from the pure-ASGI lane in front of FastAPI.")
-    product_route_depends: bool = Field(
+    hot_lane: bool = Field(
         True,
-        description="With the hot lane off, FastAPI's GET /products/{id} gets its service and auth through "
-        "Depends; false: a variant that reads them from request.app.state, to measure what Depends costs.",
+        description="Serve the `@hot` routes from the lane, inside the request edge, without FastAPI's routing and "
+        "dependency solving; false: every request through FastAPI (same answers, byte for byte).",
     )
 
     access_log: bool = Field(False, description="Log one JSON line per request.")

@@ -6,21 +6,20 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
 
-from tenk.lane import LaneDeclarationError, RawBody, TenkAPI, app_state, hot
+from tenk.lane import Lane, LaneDeclarationError, RawBody, app_state, hot
 from tenk.models import PgText
 from tenk.ops.auth import require_writer
 from tenk.reply import Reply
 
 
-def _lane_for(declare: Callable[[APIRouter], None]) -> TenkAPI:
+def _lane_for(declare: Callable[[APIRouter], None]) -> Lane:
     router = APIRouter()
     declare(router)
-    app = TenkAPI()
+    app = FastAPI()
     app.include_router(router)
-    app.serve_hot(max_body_bytes=1024, needs_key=lambda policy: policy.name == "writer")
-    return app
+    return Lane.derive(app.router.routes, app.state, lambda policy: policy.name == "writer")
 
 
 def _unbounded_int(router: APIRouter) -> None:
@@ -98,7 +97,7 @@ def test_the_lane_reads_bounds_patterns_defaults_auth_and_body_from_the_declarat
         ) -> Reply:
             return Reply(200, b"{}")
 
-    (route,) = _lane_for(declare).lane["POST"]
+    (route,) = _lane_for(declare).routes["POST"]
     assert (route.template, route.body, route.arity) == ("/shelves/{shelf}/items", 1, 4)
     assert ([policy.name for policy in route.auth], route.key_required) == (["writer"], True)
     assert route.tail("/shelves/abc/items") == "abc"

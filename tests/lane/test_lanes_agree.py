@@ -1,9 +1,11 @@
 """Every `@hot` route's edge cases, sent through the hot lane and through FastAPI alone: same answers.
 
 Two apps on the same stack, one with the lane (the default) and one with TENK_HOT_LANE=false. Each row
-is sent to both; status, body (generated ids and vendor timestamps masked) and Retry-After must be
-equal. The `lane` column says whether the lane itself must answer (True), must leave the request to
-FastAPI (False), or may do either (None), so the table also pins what the derived parsers accept.
+is sent to both, with the same X-Request-ID; status, body (generated ids and vendor timestamps masked)
+and every header, names, values and order, must be equal (Content-Length need only be its own body's
+length, as masked values may differ in length). The `lane` column says whether the lane itself must
+answer (True), must leave the request to FastAPI (False), or may do either (None), so the table also
+pins what the derived parsers accept.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 
 import httpx
 import orjson
+from starlette.types import Scope
 
 from tenk.app import create_app
+from tenk.edge import TenkAPI
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
-from tenk.lane import TenkAPI
+from tenk.lane import HotCall
 from tenk.pagination import cursor_codec
 from tenk.stack import free_port
 from tests.conftest import AUTH, TEST_CURSOR_SECRET, Stack
@@ -253,15 +257,17 @@ async def _client(app: TenkAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def _counting(app: TenkAPI, served: list[bool]) -> TenkAPI:
-    """Record whether the lane answered each request (False: it fell through to FastAPI)."""
-    serve = app._serve
+    """Record whether the lane answered each request (False: it was left to FastAPI)."""
+    lane = app.lane
+    assert lane is not None
+    match = lane.match
 
-    async def recording(*args: Any) -> bool:
-        answered = await serve(*args)
-        served.append(answered)
-        return answered
+    def recording(scope: Scope) -> HotCall | None:
+        found = match(scope)
+        served.append(found is not None)
+        return found
 
-    app._serve = recording  # type: ignore[method-assign]
+    lane.match = recording  # type: ignore[method-assign]
     return app
 
 
@@ -269,7 +275,18 @@ async def _send(client: httpx.AsyncClient, case: Case) -> httpx.Response:
     content: Any = case.body
     if case.chunked and case.body is not None:
         content = _chunks(case.body)
-    return await client.request(case.method, case.url, headers=case.headers, content=content)
+    # The same id to both lanes, so that the echoed header compares like any other.
+    headers = {"X-Request-ID": "lanes-agree", **case.headers}
+    return await client.request(case.method, case.url, headers=headers, content=content)
+
+
+def _answer(response: httpx.Response) -> tuple[int, bytes, list[tuple[str, str]]]:
+    """Status, masked body and every header in order; Content-Length checked against its own body."""
+    headers = [
+        (name, "<its body's length>" if name == "content-length" and value == str(len(response.content)) else value)
+        for name, value in response.headers.multi_items()
+    ]
+    return response.status_code, _masked(response.content), headers
 
 
 async def test_every_hot_route_answers_the_same_in_both_lanes(stack: Stack, mock: MockUpstreamProcess) -> None:
@@ -279,18 +296,18 @@ async def test_every_hot_route_answers_the_same_in_both_lanes(stack: Stack, mock
         settings = stack.settings(max_body_bytes=LIMIT, auth_reads=auth_reads, upstream={"url": mock.url})
         lane_app = _counting(create_app(settings), served)
         plain_app = create_app(settings.model_copy(update={"hot_lane": False}))
-        assert plain_app.lane == {}
+        assert plain_app.lane is None
         async with _client(lane_app) as lane, _client(plain_app) as plain:
             for case in _cases():
                 if case.auth_reads != auth_reads:
                     continue
                 served.clear()
                 fast, full = await _send(lane, case), await _send(plain, case)
-                got = (fast.status_code, _masked(fast.content), fast.headers.get("retry-after"))
-                want = (full.status_code, _masked(full.content), full.headers.get("retry-after"))
+                got, want = _answer(fast), _answer(full)
                 if got != want:
                     mismatches.append(
-                        f"{case.name}: lane {got[0]} {got[1][:200]!r} != FastAPI {want[0]} {want[1][:200]!r}"
+                        f"{case.name}: lane {got[0]} {got[1][:200]!r} {got[2]} != "
+                        f"FastAPI {want[0]} {want[1][:200]!r} {want[2]}"
                     )
                 assert full.status_code < 500, f"{case.name}: {full.status_code} {full.text[:300]}"
                 if case.lane is not None and served != [case.lane]:
@@ -330,8 +347,7 @@ async def test_with_postgres_and_redis_unreachable_both_lanes_answer_the_same_50
         for case in _down_cases():
             served.clear()
             fast, full = await _send(lane, case), await _send(plain, case)
-            got = (fast.status_code, _masked(fast.content), fast.headers.get("retry-after"))
-            want = (full.status_code, _masked(full.content), full.headers.get("retry-after"))
+            got, want = _answer(fast), _answer(full)
             if got != want:
                 mismatches.append(f"{case.name}: lane {got} != FastAPI {want}")
             if case.lane is not None and served != [case.lane]:

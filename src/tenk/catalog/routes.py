@@ -5,18 +5,18 @@ from typing import Annotated, Any, TypeVar
 
 import asyncpg
 import orjson
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from tenk.catalog import queries
 from tenk.catalog.schemas import Product, ProductIn, ProductPage, ProductPatch
 from tenk.catalog.service import MISSING, NOT_FOUND_BODY, CatalogService
 from tenk.errors import ConflictError, NotFoundError
-from tenk.lane import app_state, header, hot
+from tenk.lane import app_state, hot
 from tenk.models import errors_documented
-from tenk.ops.auth import check_authorization_header, require_reader, require_writer
+from tenk.ops.auth import require_reader, require_writer
 from tenk.pagination import CursorCodec, cursors, keyset_page
-from tenk.reply import JSON, Reply, as_response, created
+from tenk.reply import JSON, Reply, created
 
 router = APIRouter(prefix="/products", tags=["catalog"])
 
@@ -49,20 +49,6 @@ _LINKS: dict[str, Any] = {
 async def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply:
     body = await catalog.get_product_json(product_id)
     return Reply(404, NOT_FOUND_BODY) if body == MISSING else Reply(200, body)
-
-
-# The same route without Depends (service and auth read off the app), selected by
-# TENK_PRODUCT_ROUTE_DEPENDS=false with TENK_HOT_LANE=false: it measures what FastAPI's Depends costs.
-state_variant = APIRouter(prefix="/products", include_in_schema=False)
-
-
-@state_variant.get("/{product_id}")
-async def get_product_without_depends(product_id: ProductId, request: Request) -> Response:
-    state = request.app.state
-    if state.settings.auth_reads:
-        check_authorization_header(header(request.scope, b"authorization"), state.accepted_key_digests)
-    body = await state.catalog.get_product_json(product_id)
-    return as_response(Reply(404, NOT_FOUND_BODY) if body == MISSING else Reply(200, body))
 
 
 @router.get(

@@ -10,9 +10,7 @@ from callbacks the lifespan registers, so nothing polls in the background.
 
 from __future__ import annotations
 
-import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 
@@ -22,7 +20,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 REQUEST_LATENCY = Histogram(
     "tenk_http_request_duration_seconds",
@@ -39,7 +37,6 @@ CacheLookupHook = Callable[[Mapping[str, str]], None]
 UNMATCHED_ROUTE = "<unmatched>"
 OTHER_METHOD = "OTHER"
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-access_logger = logging.getLogger("tenk.access")
 
 # name -> callback yielding (labels, value); registered by lifespans, read at scrape time.
 GaugeSource = Callable[[], Iterable[tuple[dict[str, str], float]]]
@@ -144,44 +141,6 @@ def route_template(scope: Scope) -> str:
     route = scope.get("route")
     path = getattr(route, "path", None)
     return path if isinstance(path, str) else UNMATCHED_ROUTE
-
-
-class MetricsMiddleware:
-    """Times every request into the route-template histogram; with `access_log`, also logs a JSON line
-    (off by default: at 10k RPS a log line per request is a real cost)."""
-
-    def __init__(self, app: ASGIApp, access_log: bool = False) -> None:
-        self.app = app
-        self.access_log = access_log
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_capturing_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_capturing_status)
-        finally:
-            elapsed = time.perf_counter() - started
-            latency_observer(method_label(scope["method"]), route_template(scope), status)(elapsed)
-            if self.access_log:
-                access_logger.info(
-                    "request",
-                    extra={
-                        "method": scope["method"],
-                        "path": scope["path"],
-                        "status": status,
-                        "duration_ms": round(elapsed * 1000, 3),
-                    },
-                )
 
 
 @lru_cache(maxsize=1)

@@ -1,12 +1,12 @@
-"""Take `X-Request-ID` from the request, or make one, and echo it on the response."""
+"""`X-Request-ID`: the client's, if it has a safe shape, or a new one; the edge echoes it (tenk.edge)."""
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from contextvars import ContextVar
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 request_id_var: ContextVar[str | None] = ContextVar("tenk_request_id", default=None)
 
@@ -21,27 +21,5 @@ def resolve_request_id(scope: Scope) -> bytes:
             if _ACCEPTABLE.match(value):
                 return bytes(value)
             break
-    return uuid.uuid4().hex.encode()
-
-
-class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = resolve_request_id(scope)
-        scope["request_id"] = request_id.decode()
-        token = request_id_var.set(scope["request_id"])
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), (HEADER, request_id)]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            request_id_var.reset(token)
+    # 128 random bits as 32 hex digits, the shape of uuid4().hex, without its three Python calls per request.
+    return os.urandom(16).hex().encode()

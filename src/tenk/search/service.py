@@ -39,7 +39,6 @@ from tenk.search.pages import ResultPages
 from tenk.search.queries import (
     NORMALISE,
     ONE_WORD,
-    RANK_ALL_MATCHES,
     RANK_CANDIDATES,
     RANK_ONE_WORD,
     candidates_for,
@@ -204,9 +203,6 @@ class SearchService:
                 self.anonymous_time.spend(time.perf_counter() - started)
 
     async def _ranked(self, conn: asyncpg.Connection, query: str, limit: int) -> str:
-        if self.settings.full_ranking:
-            everything: str = await conn.fetchval(RANK_ALL_MATCHES, query, limit)
-            return everything
         if ONE_WORD.fullmatch(query):
             one_word: str = await conn.fetchval(RANK_ONE_WORD, query, limit)
             return one_word

@@ -25,10 +25,6 @@ class SearchSettings(BaseModel):
         description="Postings read per query word before ranking, for a page of up to 10 results (in proportion "
         "for larger pages; six times as many per word pair); more is slower and closer to ranking every match.",
     )
-    full_ranking: bool = Field(
-        False,
-        description="Rank every match, as search did before the postings (migration 0005); for comparisons only.",
-    )
     max_inflight: int = Field(
         4,
         ge=1,

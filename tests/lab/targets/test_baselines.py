@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +18,14 @@ import httpx
 import psycopg
 import pytest
 import redis
+from fastapi.routing import APIRoute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
+from tenk.settings import Settings
 from tenk.stack import free_port, wait_http_ok
+from tests.conftest import AUTH as TENK_AUTH
 from tests.conftest import VENV_BIN, Stack
 
 BASELINES = ["naive_sync", "naive_blocking", "naive_async"]
@@ -365,3 +368,25 @@ def test_resp3_knob_serves_the_cache_over_resp3(
     assert client.ttl(f"naive:product:{product_id}") > 0
     assert hello_calls(client) > before
     client.close()
+
+
+async def test_the_product_route_without_depends_answers_like_tenks_declared_route(
+    start_baseline: Callable[..., Baseline],
+    stack: Stack,
+    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+) -> None:
+    from tenk.lab.targets.baselines.product_without_depends import get_product_without_depends, without_depends
+
+    settings = stack.settings(auth_reads=True)
+    first = without_depends(settings).router.routes[0]
+    assert isinstance(first, APIRoute)
+    assert first.endpoint is get_product_without_depends
+    baseline = start_baseline("product_without_depends", TENK_AUTH_READS="true")
+    requests = [("/products/5", TENK_AUTH), ("/products/5", {}), ("/products/999999", TENK_AUTH)]
+    answers = []
+    async with httpx.AsyncClient(base_url=baseline.url, timeout=10) as variant:
+        answers.append([((r := await variant.get(p, headers=h)).status_code, r.content) for p, h in requests])
+    async for tenk in app_client_factory(settings):
+        answers.append([((r := await tenk.get(p, headers=h)).status_code, r.content) for p, h in requests])
+    assert answers[0] == answers[1]
+    assert [status for status, _ in answers[0]] == [200, 401, 404]

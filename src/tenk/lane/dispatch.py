@@ -1,0 +1,93 @@
+"""`Lane`: match a `@hot` route, parse its input as FastAPI would, and hand back the handler's call.
+
+FastAPI's per-request work (routing, a Request object, dependency solving, validation) costs more
+than a cache hit or a stream append itself. The lane matches a `@hot` route, parses its input with
+parsers derived from the route's declaration (`derive.py`), and returns the handler with its
+arguments. Everything else a request gets (its id, metrics, the key check, the body and every
+refusal) is the edge's (`tenk.edge`), which wraps this lane and FastAPI alike. Input the lane does
+not fully recognise is left to FastAPI untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import State
+from starlette.types import Scope
+
+from tenk.lane.derive import UNRECOGNISED, LaneRoute, hot_routes
+from tenk.ops.auth import KeyPolicy
+
+# A matched `@hot` route and its handler's arguments (the body's slot, if any, still empty).
+HotCall = tuple[LaneRoute, list[Any]]
+
+
+def _query_arguments(route: LaneRoute, scope: Scope, args: list[Any]) -> bool:
+    # The same split as Starlette's QueryParams; unknown keys are ignored there too.
+    given: dict[str, str] = {}
+    for key, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
+        if key in given and key in route.query_keys:
+            return False  # a declared parameter twice: FastAPI's to judge
+        given[key] = value
+    for param in route.query:
+        text = given.get(param.key)
+        if text is None:
+            if param.required:
+                return False
+            args[param.position] = param.default
+            continue
+        value = param.parse(text)
+        if value is UNRECOGNISED:
+            return False
+        args[param.position] = value
+    return True
+
+
+class Lane:
+    """The `@hot` routes of an app, by method, in the app's own order."""
+
+    def __init__(self, routes: list[LaneRoute], state: State) -> None:
+        self.routes: dict[str, list[LaneRoute]] = {}
+        for route in routes:
+            self.routes.setdefault(route.method, []).append(route)
+        self._state = state
+
+    @classmethod
+    def derive(cls, app_routes: list[Any], state: State, needs_key: Callable[[KeyPolicy], bool]) -> Lane:
+        """The lane of an app's `@hot` routes (LaneDeclarationError if one can't be mirrored), each with
+        its key policies judged once by `needs_key`."""
+        routes = [
+            dataclasses.replace(route, key_required=any(needs_key(policy) for policy in route.auth))
+            for route in hot_routes(app_routes)
+        ]
+        return cls(routes, state)
+
+    def match(self, scope: Scope) -> HotCall | None:
+        """The call that answers this request, or None when FastAPI must (no such route, input to judge)."""
+        routes = self.routes.get(scope["method"])
+        if not routes:
+            return None
+        path = scope["path"]
+        for route in routes:
+            if (tail := route.tail(path)) is not None:
+                break
+        else:
+            return None
+        # One function, not one per step: this runs on every request a `@hot` route may answer.
+        args: list[Any] = [None] * route.arity
+        if route.path is not None:
+            position, parse = route.path
+            value = parse(tail)
+            if value is UNRECOGNISED:
+                return None
+            args[position] = value
+        if route.query and not _query_arguments(route, scope, args):
+            return None
+        for position, resolve in route.resolvers:
+            args[position] = resolve(self._state, scope)
+        # What the edge's metrics and the tracing's span read to name the route, as routing sets it.
+        scope["route"] = route.route
+        return route, args
