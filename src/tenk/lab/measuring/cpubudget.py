@@ -32,7 +32,7 @@ def parse_millicores(field: str, text: str) -> int:
     match = _MILLICORES.match(text.strip())
     millicores = int(match[1]) if match and match[1] else round(float(match[2]) * 1000) if match else 0
     if millicores <= 0:
-        raise LabError(f"{field} = {text!r}: expected millicores like \"300m\" or cores like \"1.5\"")
+        raise LabError(f'{field} = {text!r}: expected millicores like "300m" or cores like "1.5"')
     return millicores
 
 
