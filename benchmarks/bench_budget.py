@@ -125,8 +125,16 @@ def measure(path: HotPath, env: dict[str, str], workdir: Path, plant_iterations:
     return _instructions(dump) / units
 
 
-def loop_iteration_cost(env: dict[str, str], workdir: Path) -> float:
-    return measure(HotPath("loop_iteration", 0, {}, "a bare loop"), env, workdir)
+# Iterations of the planted loop whose cost is measured, to size a plant.
+_CALIBRATION = 1000
+
+
+def plant_iterations(path: HotPath, fraction: float, budget: float, env: dict[str, str], workdir: Path) -> int:
+    """Iterations of the planted loop that cost `fraction` of the path's budget, per unit: the loop's cost
+    is measured on the path itself (with and without it), where it runs."""
+    # Both per unit (request, event or row), so the ratio holds for a batch too.
+    per_iteration = (measure(path, env, workdir, _CALIBRATION) - measure(path, env, workdir)) / _CALIBRATION
+    return round(fraction * budget / per_iteration)
 
 
 @dataclass
@@ -164,17 +172,17 @@ def start_stack() -> Stack:
 
 def measure_all(stack: Stack, paths: list[HotPath], rounds: int, plant: dict[str, float]) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {path.name: [] for path in paths}
-    iteration = loop_iteration_cost(stack.env, stack.workdir) if plant else 0.0
     budgets = load_budgets() if plant else {}
+    # Sized from the checked-in budget, so that the plant costs that fraction of it.
+    planted = {
+        path.name: plant_iterations(path, plant[path.name], budgets[path.name], stack.env, stack.workdir)
+        for path in paths
+        if path.name in plant
+    }
     for number in range(1, rounds + 1):
         for path in paths:
             stack.reset_redis()
-            iterations = 0
-            if path.name in plant:
-                # Sized from the checked-in budget, so that the plant costs that fraction of it.
-                per_request = budgets[path.name] * (500 if path.name == "batch_event" else 1)
-                iterations = round(plant[path.name] * per_request / iteration)
-            figures[path.name].append(measure(path, stack.env, stack.workdir, iterations))
+            figures[path.name].append(measure(path, stack.env, stack.workdir, planted.get(path.name, 0)))
             print(f"round {number}: {path.name} {figures[path.name][-1]:,.0f}", file=sys.stderr, flush=True)
     return figures
 

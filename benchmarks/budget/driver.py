@@ -9,8 +9,9 @@ machine's load: on this 2-core shared host, CPU time per request moved by 10-30 
 instructions by well under 1 % (see `bench_budget.py`). The caches each path is about are switched on
 or off by the caller, in the environment (`bench_budget.PATHS`).
 
-`--plant FRACTION` adds a pure-Python loop to every request, sized to cost FRACTION of the path's
-unplanted count: how the suite shows that the gate catches a regression of that size.
+`--plant-iterations N` runs a pure-Python loop of N iterations before every request: `bench_budget
+--plant PATH=FRACTION` sizes N to cost FRACTION of the path's budget, which is how the suite shows that
+the gate catches a regression of that size.
 """
 
 from __future__ import annotations
@@ -178,15 +179,6 @@ async def _measure_worker(rows: int, marks: Any) -> dict[str, float]:
     return {"units": rows}
 
 
-def _loop_iteration_cost(marks: Any) -> None:
-    """Count a bare loop of 100,000 iterations (the planted regression's unit)."""
-    total = 0
-    marks.tenk_measure_start()
-    for i in range(100_000):
-        total += i
-    marks.tenk_measure_stop()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("path")
@@ -194,11 +186,8 @@ def main() -> None:
     parser.add_argument("--plant-iterations", type=int, default=0)
     args = parser.parse_args()
     marks = ctypes.CDLL(os.environ["TENK_CALLGRIND_MARKS"])
-    if args.path == "loop_iteration":
-        _loop_iteration_cost(marks)
-        result: dict[str, float] = {"units": 100_000}
-    elif args.path == "worker_row":
-        result = uvloop.run(_measure_worker(args.count, marks))
+    if args.path == "worker_row":
+        result: dict[str, float] = uvloop.run(_measure_worker(args.count, marks))
     else:
         result = uvloop.run(_measure_requests(args.path, args.count, args.plant_iterations, marks))
     json.dump(result, sys.stdout)
