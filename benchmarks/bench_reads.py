@@ -33,7 +33,7 @@ from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.sampling import TreeSampler, listener_pid
 from tenk.settings import Settings
 from tenk.stack import free_port
-from tenk.stack.seed import COMMON_WORD, search_queries
+from tenk.stack.seed import COMMON_WORD, held_out_search_queries, search_queries
 
 HELLO_APP = "benchmarks.hello:app"
 FULL_RANKING_APP = "benchmarks.full_ranking:create_app"  # search as before migration 0005
@@ -77,6 +77,11 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
     queries = ", ".join(json.dumps(urllib.parse.quote(q)) for q in search_queries())
     long_tail = _random_path_lua(
         "/search?limit=10&q=%s", f"function() local q = {{{queries}}} return q[math.random(1, #q)] end"
+    )
+    # Never used while tuning (seed.held_out_search_queries): says whether the tuning generalises.
+    held_out_queries = ", ".join(json.dumps(urllib.parse.quote(q)) for q in held_out_search_queries())
+    held_out = _random_path_lua(
+        "/search?limit=10&q=%s", f"function() local q = {{{held_out_queries}}} return q[math.random(1, #q)] end"
     )
     common = _random_path_lua("/search?limit=10&q=%s", f"function() return {json.dumps(COMMON_WORD)} end")
     cache_off = {"TENK_SEARCH_CACHE": "false"}
@@ -127,6 +132,7 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
             1500,
         ),
         Case("GET /search long tail, cache off", long_tail, cache_off, 1500),
+        Case("GET /search held-out set, cache off", held_out, cache_off, 1500),
         Case(
             "GET /search long tail, cache off, full ranking (before)", long_tail, cache_off, None, app=FULL_RANKING_APP
         ),

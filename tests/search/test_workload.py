@@ -5,7 +5,7 @@ import collections
 from benchmarks.search_mix import render
 
 from tenk.lab.definition.mixes import BUILTIN_DIR, load_mix
-from tenk.stack.seed import COMMON_WORD, VOCABULARY, products, search_queries
+from tenk.stack.seed import COMMON_WORD, VOCABULARY, held_out_search_queries, products, search_queries
 
 
 def test_the_shipped_search_mix_is_the_seeded_query_set() -> None:
@@ -31,3 +31,15 @@ def test_the_catalogue_vocabulary_is_zipfian() -> None:
     assert counts.most_common(1)[0][0] == COMMON_WORD
     assert len(counts) >= 4_000  # most words occur somewhere, rarely
     assert ranked[0] > 10 * ranked[99] > 10 * ranked[999]
+
+
+def test_the_held_out_query_set_has_shapes_the_tuning_set_has_none_of() -> None:
+    held_out, tuning = held_out_search_queries(), set(search_queries())
+    assert held_out == held_out_search_queries()  # deterministic
+    assert len(held_out) >= 10_000
+    assert len(set(held_out) & tuning) < len(held_out) * 0.01
+    words = [len(q.split()) for q in held_out]
+    assert sum(n >= 4 for n in words) > 2_000  # the tuning set has no query of more than 3 (4 with -x) words
+    vocabulary = set(VOCABULARY)
+    misspelt = sum(all(w not in vocabulary for w in q.split()) for q in held_out)
+    assert misspelt > 2_000  # typos and cut-short name words: in no product at all

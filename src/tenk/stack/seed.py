@@ -211,6 +211,47 @@ def search_queries(count: int = 10_000, seed: int = 13) -> list[str]:
     return queries
 
 
+# Where the tail of the vocabulary starts for held-out queries' rare-word pairs: words past the 500th
+# are each in well under 0.1 % of the products.
+_RARE_FROM_RANK = 500
+
+
+def held_out_search_queries(count: int = 10_000, seed: int = 8191) -> list[str]:
+    """A second query set, never used while tuning search: drawn from another seed and in shapes the tuning
+    set has none of, so a figure measured on both says whether the tuning generalises. A quarter each:
+    four to six Zipf words; two rare words; a Zipf word or two with one letter dropped, doubled or swapped
+    (a typo); the first words of a product's name with the last one cut short (typing in progress)."""
+    rng = random.Random(seed)
+    names = [name.lower().split() for _, _, name, *_ in products(2_000, seed=seed)]
+    rare = VOCABULARY[_RARE_FROM_RANK:]
+    queries = []
+    for _ in range(count):
+        shape = rng.randrange(4)
+        if shape == 0:
+            query = " ".join(zipf_words(rng, rng.randint(4, 6)))
+        elif shape == 1:
+            query = " ".join(rng.sample(rare, 2))
+        elif shape == 2:
+            query = " ".join(_typo(rng, word) for word in zipf_words(rng, rng.randint(1, 2)))
+        else:
+            name = rng.choice(names)
+            kept = rng.randint(1, len(name))
+            last = name[kept - 1]
+            query = " ".join([*name[: kept - 1], last[: rng.randint(2, max(2, len(last) - 1))]])
+        queries.append(query)
+    return queries
+
+
+def _typo(rng: random.Random, word: str) -> str:
+    at = rng.randrange(len(word) - 1)
+    edit = rng.randrange(3)
+    if edit == 0:
+        return word[:at] + word[at + 1 :]
+    if edit == 1:
+        return word[: at + 1] + word[at] + word[at + 1 :]
+    return word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+
+
 def tasks(count: int, seed: int = 7) -> Iterator[tuple[str, str, bool]]:
     rng = random.Random(seed)
     for number in range(1, count + 1):
