@@ -43,6 +43,11 @@ from tenk.stack.seed import seed
 # The PgBouncer fixtures, shared by the stack and ingest pooler tests.
 pytest_plugins = ["tests.stack.pgbouncer"]
 
+# The lab's default CPU budget on a machine under 4 cores is "auto", which probes every rung before it
+# runs: the suite's ladders test other things, in seconds, so they run unbudgeted unless they set a
+# budget (tests/lab/test_budgeted_rungs.py tests the budget, and "auto", on their own).
+os.environ.setdefault("TENK_LAB_CPU_BUDGET", "none")
+
 TEST_API_KEY = "tk_test_key_for_the_suite"
 AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
 TEST_CURSOR_SECRET = "cursor-secret-for-the-suite"

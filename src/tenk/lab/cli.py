@@ -39,6 +39,11 @@ def lab() -> None:
     is_flag=True,
     help="Fixed-rate runs: no per-request stream from k6 (no latency histogram, no per-second live view).",
 )
+@click.option(
+    "--cpu-budget",
+    help='The target\'s CPU quota for rungs that set none: "300m", "1.5", "auto" or "none" '
+    "(default: TENK_LAB_CPU_BUDGET, else auto below 4 cores, else none).",
+)
 @click.option("--dry-run", is_flag=True, help="Validate the ladder, print the plan and its time bound; start nothing.")
 def run(
     ladder_file: Path | None,
@@ -52,6 +57,7 @@ def run(
     quiet: bool,
     repeats: int | None,
     no_stream: bool,
+    cpu_budget: str | None,
     dry_run: bool,
 ) -> None:
     """Run LADDER.toml (or --preset NAME): every rung, then results.json, report.md and report.html."""
@@ -76,6 +82,8 @@ def run(
         overrides["factory"] = factory
     if mix:
         overrides["mix"] = mix
+    if cpu_budget:
+        overrides["cpu_budget"] = cpu_budget
     try:
         if segment:
             parse_segment(segment)

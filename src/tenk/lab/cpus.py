@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from contextlib import suppress
+
+import psutil
 
 
 def cpu_set(cpus: str) -> set[int]:
@@ -23,3 +26,21 @@ def other_cpus(target_cpus: str) -> str | None:
     """Every CPU this process may use that the target does not: the generator's and helpers' share."""
     rest = sorted(os.sched_getaffinity(0) - cpu_set(target_cpus))
     return ",".join(str(c) for c in rest) if rest else None
+
+
+def pin_tree(pid: int, cpus: set[int]) -> None:
+    """Move a running process, its children and all their threads onto `cpus` (children forked later
+    inherit it). `sched_setaffinity` on a pid moves one thread only, so each thread is moved."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    for process in processes:
+        try:
+            threads = [thread.id for thread in process.threads()]
+        except psutil.Error:
+            continue
+        for thread in threads:
+            with suppress(OSError):  # a thread or process that has just exited
+                os.sched_setaffinity(thread, cpus)

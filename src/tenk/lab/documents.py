@@ -177,6 +177,9 @@ class ServerSample(Document):
     upstream: UpstreamStats = Field(default_factory=lambda: UpstreamStats())
     gauges: dict[str, GaugeFigures] = Field(default_factory=dict)
     ingest: IngestFigures = Field(default_factory=lambda: IngestFigures())
+    # The target's CPU quota during the step (cpu.stat's differences): periods, throttled periods, and
+    # the time its processes waited for the next period. Empty without a budget.
+    throttling: dict[str, float] = Field(default_factory=dict)
 
     @property
     def sampled(self) -> bool:
@@ -268,6 +271,7 @@ class RungSettings(TypedDict, total=False):
     http: str
     access_log: bool
     cpus: str
+    cpu_budget: str
     ingest_workers: int
     pass_if_backlog_stable: bool
     redis_io_threads: int
@@ -285,6 +289,19 @@ class RungSettings(TypedDict, total=False):
     max_rate: float
     env: dict[str, str]
     upstream: dict[str, float]
+
+
+class BudgetRecord(Document):
+    """The CPU budget a rung's target ran under: what was asked, and how (or why not) it was enforced."""
+
+    asked: str  # as the ladder (or `auto`) resolved it: "500m", "none"
+    millicores: int | None = None  # enforced; None without a quota
+    period_us: int | None = None
+    mechanism: str = ""
+    # Why no quota was set although one was asked (no controller, not root): the verdicts say so.
+    missing: str = ""
+    # A budget chosen by `auto`: the rule's figures, for the reader.
+    auto: str = ""
 
 
 class RungResult(Document):
@@ -314,6 +331,7 @@ class RungResult(Document):
     # `topology = "cluster"`: CPU ms per successful request spent in each API node (cpu_ms["target"]: all).
     cpu_ms_per_node: dict[str, float] = Field(default_factory=dict)
     projected_rps_per_core: float | None = None
+    cpu_budget: BudgetRecord | None = None
     # One repeat's document carries its number and what was reset before it;
     repeat: int | None = None
     reset: list[str] = Field(default_factory=list)
@@ -357,8 +375,21 @@ class Software(TypedDict):
     git_dirty: bool
 
 
-class Pinning(TypedDict):
+class Pinning(TypedDict, total=False):
     target_cpus: str
+    # With a CPU budget: the target's quota as asked, and where its dependencies and the generator ran.
+    cpu_budget: str
+    dependency_cpus: str
+    generator_cpus: str
+
+
+class BudgetProvenance(TypedDict, total=False):
+    """How the run budgeted its targets' CPU: the quota period, the mechanism, and `auto`'s choice."""
+
+    period_us: int
+    mechanism: str
+    default: str
+    auto: str
 
 
 class Provenance(TypedDict, total=False):
@@ -369,6 +400,7 @@ class Provenance(TypedDict, total=False):
     software: Software
     pinning: dict[str, Pinning]  # by rung label
     env: dict[str, str]  # the TENK_ settings, keys and URLs left out
+    cpu_budget: BudgetProvenance
 
 
 class Results(Document):

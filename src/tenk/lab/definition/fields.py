@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 TARGET_PATTERN = r"^(tenk|baseline:[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][\w.]*:[A-Za-z_][\w.]*)$"
 CPUS_PATTERN = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
+CPU_BUDGET_PATTERN = r"^(auto|none|[1-9]\d*m|\d+(\.\d+)?)$"
 
 
 class RungFields(BaseModel):
@@ -32,6 +33,8 @@ class RungFields(BaseModel):
     access_log: StrictBool | None = None
     # TOML lets `cpus = 0` mean "0"; both spellings are accepted.
     cpus: Annotated[StrictStr, Field(pattern=CPUS_PATTERN)] | Annotated[StrictInt, Field(ge=0)] | None = None
+    # Millicores as Kubernetes writes them ("300m", "1.5"), "auto", or "none".
+    cpu_budget: Annotated[StrictStr, Field(pattern=CPU_BUDGET_PATTERN)] | None = None
     ingest_workers: Annotated[StrictInt, Field(ge=0)] | None = None
     pass_if_backlog_stable: StrictBool | None = None
     redis_io_threads: Annotated[StrictInt, Field(ge=0, le=128)] | None = None
@@ -92,6 +95,7 @@ class EndpointTable(BaseModel):
 _PATTERN_HINTS = {
     "target": "expected tenk, baseline:NAME or module:attr",
     "cpus": 'expected a CPU list like "0" or "0-1"',
+    "cpu_budget": 'expected millicores like "300m", cores like "1.5", "auto" or "none"',
     "name": "must be an identifier (letters, digits, _)",
     "path": "must start with '/'",
 }

@@ -43,6 +43,9 @@ class RungConfig:
     http: str = "httptools"
     access_log: bool = False
     cpus: str = "0"
+    # The target's CPU quota (lab.measuring.cpubudget): "300m", "1.5", "none", or "auto" (chosen by
+    # measurement before the rungs). "" = not set: the run's default (`tenk lab run --cpu-budget`).
+    cpu_budget: str = ""
     ingest_workers: int = 0
     # Ingest rungs: a capacity step passes only if the stream's backlog did not grow (accepted = landed).
     pass_if_backlog_stable: bool = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from tenk.lab.errors import LabError
 # request 70 ms, near a 100 ms p99 SLO; at 10 ms the stall is at most 7 ms. Shorter periods cost
 # scheduler work per period, and 10 ms is still well above the 1 ms the kernel accepts.
 PERIOD_US = 10_000
+
+REMOVE_TIMEOUT_S = 5.0
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 _MILLICORES = re.compile(r"^(?:(\d+)m|(\d+(?:\.\d+)?))$")
 _GROUP_NAME = "tenk-lab-{pid}"
@@ -34,6 +38,16 @@ def parse_millicores(field: str, text: str) -> int:
     if millicores <= 0:
         raise LabError(f'{field} = {text!r}: expected millicores like "300m" or cores like "1.5"')
     return millicores
+
+
+def budget_millicores(field: str, text: str) -> int | None:
+    """A rung's resolved budget: millicores, or None for "none" (and unset). "auto" is resolved before the
+    rungs run (`auto_budget`), so meeting it here is a bug."""
+    if text in ("", "none"):
+        return None
+    if text == "auto":
+        raise LabError(f"{field} = 'auto' must be resolved before the rung runs")
+    return parse_millicores(field, text)
 
 
 def check_budget_fits(millicores: int, cores: int, generator_cores: int) -> None:
@@ -65,6 +79,9 @@ class Throttling:
             self.throttled_s - before.throttled_s,
         )
 
+    def as_figures(self) -> dict[str, float]:
+        return {"periods": self.periods, "throttled": self.throttled, "throttled_s": round(self.throttled_s, 3)}
+
     def describe(self) -> str:
         share = 100 * self.throttled / self.periods if self.periods else 0.0
         return f"throttled {share:.0f} % of periods, {self.throttled_s:.1f} s"
@@ -88,9 +105,22 @@ class CpuBudget:
     millicores: int
     path: Path
     v2: bool
+    period_us: int = PERIOD_US
+
+    @property
+    def mechanism(self) -> str:
+        return "cgroup v2 cpu.max" if self.v2 else "cgroup v1 cpu.cfs_quota_us"
 
     def place(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
+
+    def entered(self, argv: list[str]) -> list[str]:
+        """`argv` run from inside the group: the shell moves itself in, then execs `argv` under the same pid.
+        Placing the pid after `Popen` returns would race the target's forking of its workers."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *argv]
+
+    def pids(self) -> list[int]:
+        return [int(line) for line in (self.path / "cgroup.procs").read_text().split()]
 
     def throttling(self) -> Throttling:
         stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
@@ -99,27 +129,39 @@ class CpuBudget:
         return Throttling(int(stat["nr_periods"]), int(stat["nr_throttled"]), throttled_s)
 
     def remove(self) -> None:
-        """Remove the group; its processes must have exited (the kernel refuses a busy group)."""
-        self.path.rmdir()
+        """Remove the group once its processes have gone (the kernel refuses a busy group). A process
+        killed a moment ago may still be leaving it: wait for that, briefly."""
+        deadline = time.monotonic() + REMOVE_TIMEOUT_S
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
 
-def open_budget(millicores: int, root: Path = Path("/sys/fs/cgroup")) -> CpuBudget | NoBudget:
+def open_budget(millicores: int, root: Path = CGROUP_ROOT, period_us: int = PERIOD_US) -> CpuBudget | NoBudget:
     """Create a cgroup capped at `millicores` under `root`, or say why none can be made."""
-    quota_us = millicores * PERIOD_US // 1000
+    quota_us = millicores * period_us // 1000
     name = _GROUP_NAME.format(pid=os.getpid())
     if (root / "cgroup.controllers").exists():
         if "cpu" not in (root / "cgroup.controllers").read_text().split():
             return NoBudget(f"the cgroup2 hierarchy at {root} has no cpu controller")
-        budget = CpuBudget(millicores, root / name, v2=True)
-        files = {"cpu.max": f"{quota_us} {PERIOD_US}"}
+        budget = CpuBudget(millicores, root / name, v2=True, period_us=period_us)
+        files = [("cpu.max", f"{quota_us} {period_us}")]
     elif (root / "cpu" / "cpu.cfs_quota_us").exists():
-        budget = CpuBudget(millicores, root / "cpu" / name, v2=False)
-        files = {"cpu.cfs_period_us": str(PERIOD_US), "cpu.cfs_quota_us": str(quota_us)}
+        budget = CpuBudget(millicores, root / "cpu" / name, v2=False, period_us=period_us)
+        # Unlimited first, so that a group left from an earlier run takes any period, then the quota.
+        files = [("cpu.cfs_quota_us", "-1"), ("cpu.cfs_period_us", str(period_us)), ("cpu.cfs_quota_us", str(quota_us))]
     else:
         return NoBudget(f"no cgroup cpu controller under {root}")
     try:
         budget.path.mkdir(exist_ok=True)
-        for file, value in files.items():
+        for file, value in files:
             (budget.path / file).write_text(value)
     except OSError as exc:
         # Not root, a read-only /sys in a container, or (v2) cpu not delegated to this subtree.

@@ -11,6 +11,7 @@ from tenk.lab.cpus import cpu_set
 from tenk.lab.definition.ladder import Rung, RungConfig
 from tenk.lab.documents import (
     Bottleneck,
+    BudgetRecord,
     CapacityResult,
     LoadFigures,
     Metrics,
@@ -26,11 +27,15 @@ from tenk.lab.measuring.sampling import metrics_delta, metrics_gauges
 
 # Other processes busy on the target's CPUs beyond this many cores make the rung's figures suspect.
 NEIGHBOUR_NOTE_CORES = 0.15
+# A core this busy had nothing left to give: under a CPU budget, the budget was not alone in the limit.
+FULL_CORE = 0.95
 
 
-def target_cores(config: RungConfig) -> float:
-    """The most CPU the target can use: its pinned cores, or its process count (every node's) if fewer."""
-    return float(min(len(cpu_set(config.cpus)), config.apis * max(1, config.workers)))
+def target_cores(config: RungConfig, budget_m: int | None = None) -> float:
+    """The most CPU the target can use: its pinned cores, or its process count (every node's) if fewer,
+    or its CPU budget if that is less still."""
+    cores = float(min(len(cpu_set(config.cpus)), config.apis * max(1, config.workers)))
+    return min(cores, budget_m / 1000) if budget_m else cores
 
 
 def ceiling(
@@ -39,9 +44,10 @@ def ceiling(
     server: ServerSample,
     config: RungConfig,
     extra_failures: list[str] | None = None,
+    budget_m: int | None = None,
 ) -> Bottleneck:
     """The bottleneck at the lowest failing rate (the ceiling), or `kept_up` when no step failed."""
-    cores = target_cores(config)
+    cores = target_cores(config, budget_m)
     if capacity is not None:
         # A rate fails when its last step failed: a failure measured again and passed was a stall.
         last_at_rate = {step.rate: step for step in capacity.steps}
@@ -87,6 +93,7 @@ def rung_result(
     after: dict[str, float],
     elapsed_s: float,
     extra_failures: list[str] | None = None,
+    budget: BudgetRecord | None = None,
 ) -> RungResult:
     config = rung.config
     failures = step_failures(figures, config.slo_p99_ms) + list(extra_failures or [])
@@ -96,12 +103,24 @@ def rung_result(
     if rung.multi_variable:
         notes.append(f"multi-variable rung ({len(rung.changes)} changes): no single cause")
     neighbours = server.neighbour_cores_mean or 0.0
-    if neighbours > NEIGHBOUR_NOTE_CORES:
+    budget_m = budget.millicores if budget is not None else None
+    if budget_m is not None:
+        # Under a quota the dependencies share the target's cores by design; they matter only when those
+        # cores ran out, so that the core, not the quota, may have held the target back.
+        busy = [server.core_busy_mean.get(str(cpu), 0.0) for cpu in server.target_cpus]
+        if busy and min(busy) >= FULL_CORE:
+            notes.append(
+                f"the target's cores were {min(busy):.0%} busy (its dependencies {neighbours:.2f} cores): "
+                "the core, not the CPU budget, may have set the limit"
+            )
+    elif neighbours > NEIGHBOUR_NOTE_CORES:
         notes.append(
             f"contended: other processes kept {neighbours:.2f} cores of the target's CPUs busy; "
             "latency and capacity move with them"
         )
-    bottleneck = ceiling(capacity, figures, server, config, list(extra_failures or []))
+    if budget is not None and budget.missing:
+        notes.append(budget.missing)
+    bottleneck = ceiling(capacity, figures, server, config, list(extra_failures or []), budget_m)
     if capacity is not None:
         value = capacity.capacity
         # A capacity is the target's only when the target itself ran out of CPU at the ceiling.
@@ -136,6 +155,7 @@ def rung_result(
         cpu_ms=cpu_ms,
         cpu_ms_per_node=cpu_ms_per_node(server, figures.rps),
         projected_rps_per_core=round(1000 / cpu_ms["target"], 1) if cpu_ms.get("target") else None,
+        cpu_budget=budget,
         k6_summary=summary.as_written() if summary is not None else {},
         verdict=Verdict(
             server_figure=ok,

@@ -23,6 +23,7 @@ from tenk.lab.cpus import cpu_set
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.driving.generator import pinned
 from tenk.lab.errors import LabError, NotReadyError
+from tenk.lab.measuring.cpubudget import CpuBudget
 from tenk.lab.targets.baselines import WSGI_BASELINES
 from tenk.lab.targets.mock_upstream.process import new_admin_token
 from tenk.lab.targets.mock_upstream.server import ADMIN_TOKEN_ENV
@@ -57,14 +58,20 @@ class ProcessSet:
     log_dir: Path
     started: list[Started] = field(default_factory=list)
 
-    def start(self, name: str, argv: list[str], env: Mapping[str, str], cpus: str | None) -> Started:
+    def start(
+        self, name: str, argv: list[str], env: Mapping[str, str], cpus: str | None, budget: CpuBudget | None = None
+    ) -> Started:
+        """Start `argv` on `cpus`, inside `budget`'s cgroup when one is given (its children with it)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_dir / f"{name}.log"
+        command = pinned(argv, cpus)
+        if budget is not None:
+            command = budget.entered(command)
         with log.open("ab") as out:
-            out.write(f"$ {' '.join(pinned(argv, cpus))}\n".encode())
+            out.write(f"$ {' '.join(command)}\n".encode())
         # Its own process group: Ctrl-C in the terminal reaches the lab, which then stops
         # these in order, instead of every child dying at once mid-measurement.
-        started = spawn_logged(name, pinned(argv, cpus), log, env=dict(env), start_new_session=True)
+        started = spawn_logged(name, command, log, env=dict(env), start_new_session=True)
         self.started.append(started)
         return started
 
@@ -289,9 +296,11 @@ def start_workers(processes: ProcessSet, count: int, cpus: str | None, env: Mapp
             )
 
 
-def start_target(processes: ProcessSet, config: RungConfig, env: Mapping[str, str]) -> tuple[Started, str]:
+def start_target(
+    processes: ProcessSet, config: RungConfig, env: Mapping[str, str], budget: CpuBudget | None = None
+) -> tuple[Started, str]:
     port = free_port()
-    item = processes.start("target", target_argv(config, port, env), env, config.cpus)
+    item = processes.start("target", target_argv(config, port, env), env, config.cpus, budget)
     base = f"http://127.0.0.1:{port}"
     # tenk and the baselines serve /health; an arbitrary app only has to answer at all.
     wait_ready(item, base + "/health", accept_any=not (config.is_tenk or config.target.startswith("baseline:")))

@@ -16,15 +16,16 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenk.lab.cpus import cpu_set, other_cpus
+from tenk.lab.cpus import cpu_set, other_cpus, pin_tree
 from tenk.lab.definition.ladder import Rung
 from tenk.lab.definition.mixes import Mix
-from tenk.lab.documents import CapacityResult, LoadFigures, RungResult, ServerSample
+from tenk.lab.documents import BudgetRecord, CapacityResult, LoadFigures, RungResult, ServerSample
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.driving.wrk import run_wrk
 from tenk.lab.measuring.capacity import SearchPlan, search, step_failures
 from tenk.lab.measuring.cluster import start_nodes
+from tenk.lab.measuring.cpubudget import CGROUP_ROOT, PERIOD_US, CpuBudget, NoBudget, budget_millicores, open_budget
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.outcome import rung_result
 from tenk.lab.measuring.processes import (
@@ -69,6 +70,13 @@ class Bench:
     dependencies: Mapping[str, int]
     owns_redis: bool
     topology: str = "single"
+    cpu_period_us: int = PERIOD_US
+    # Where the cgroup hierarchy is mounted (TENK_LAB_CGROUP_ROOT: a container may mount it elsewhere).
+    cgroup_root: Path = CGROUP_ROOT
+    # How `cpu_budget = "auto"` chose this run's budget (its figures), or "".
+    auto_note: str = ""
+    # Why `auto` found no quota to set ("auto: no CPU budget: ..."): every verdict is labelled with it.
+    budget_missing: str = ""
 
 
 @dataclass(frozen=True)
@@ -82,22 +90,28 @@ class Measured:
 
 def run_rung(rung: Rung, mix: Mix, bench: Bench, repeat: int = 0) -> RungResult:
     run = RungRun(rung, mix, bench, repeat)
-    with process_set(run.dir / "logs") as processes:
-        run.start(processes)
-        measured, capacity = run.measure_rung()
-        run.finish()
+    try:
+        with process_set(run.dir / "logs") as processes:
+            run.start(processes)
+            measured, capacity = run.measure_rung()
+            run.finish()
+    finally:
+        run.close()
     return run.result(measured, capacity)
 
 
 class RungRun:
     """One repeat of one rung: `start`, then `measure` steps (each judged by `judge`), then `result`."""
 
-    def __init__(self, rung: Rung, mix: Mix, bench: Bench, repeat: int) -> None:
+    def __init__(self, rung: Rung, mix: Mix, bench: Bench, repeat: int, folder: str = "") -> None:
         self.rung, self.config, self.mix, self.bench, self.repeat = rung, rung.config, mix, bench, repeat
         self.options = bench.options
         self.progress = bench.options.progress
         self.helper_cpus = other_cpus(self.config.cpus)
-        self.dir = bench.out / f"rung-{rung.index + 1:02d}" / f"repeat-{repeat + 1}"
+        self.dir = bench.out / (folder or f"rung-{rung.index + 1:02d}/repeat-{repeat + 1}")
+        # The target's CPU quota: opened by `start`, removed by `close`.
+        self.budget_m = budget_millicores("cpu_budget", self.config.cpu_budget)
+        self.budget: CpuBudget | NoBudget | None = None
         self.log = self.dir / "generator.log"
         self.run_id = f"{bench.out.name}-r{rung.index + 1}-{repeat + 1}"
         self.local = bench.options.base_url is None
@@ -136,14 +150,44 @@ class RungRun:
         """Gauges are polled each second only where their peak is the point: parked upstream calls, backlog."""
         return self.scrape and (self.mix.needs_upstream or self.mix.needs_ingest)
 
+    @property
+    def quota(self) -> CpuBudget | None:
+        return self.budget if isinstance(self.budget, CpuBudget) else None
+
+    @property
+    def dependency_cpus(self) -> str | None:
+        """Under a quota the target and its dependencies share the target's cores and the generator has
+        the rest to itself; without one, as before: the dependencies beside the generator."""
+        return self.config.cpus if self.quota is not None else self.helper_cpus
+
+    def open_budget(self) -> None:
+        """The quota for this rung's target, and its dependencies moved onto the target's cores."""
+        if not self.local or self.budget_m is None:
+            return
+        if self.bench.topology == "cluster":
+            self.budget = NoBudget("a cluster's API nodes are not budgeted (one quota per node is not built)")
+        else:
+            self.budget = open_budget(self.budget_m, self.bench.cgroup_root, self.bench.cpu_period_us)
+        if isinstance(self.budget, NoBudget):
+            self.progress.note(f"cpu_budget {self.budget_m}m asked: {self.budget.label}")
+            return
+        for pid in self.bench.dependencies.values():
+            pin_tree(pid, cpu_set(self.config.cpus))
+
+    def close(self) -> None:
+        """Remove the quota's group; `process_set` has stopped its processes."""
+        if self.quota is not None:
+            self.quota.remove()
+
     def start(self, processes: ProcessSet) -> None:
         """Reset what the rung shares with others, start what it needs (its own Redis, the mock vendor,
         ingest workers, the target or the API nodes), and read the target's metrics before any load."""
         config, env = self.config, {**self.bench.env, **self.config.env}
         self.processes = processes
+        self.open_budget()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
         if self.local and config.redis_io_threads:
-            env["TENK_REDIS_URL"] = start_redis(processes, config.redis_io_threads, self.helper_cpus, env)
+            env["TENK_REDIS_URL"] = start_redis(processes, config.redis_io_threads, self.dependency_cpus, env)
             self.reset.append(f"{REDIS_PRIVATE}, io-threads {config.redis_io_threads}")
         elif self.local and self.bench.owns_redis and env.get("TENK_REDIS_URL"):
             flush_redis(env["TENK_REDIS_URL"])
@@ -152,14 +196,16 @@ class RungRun:
             self.reset.append(TARGET_RESET)
             if self.mix.needs_upstream:
                 self.reset.append(UPSTREAM_RESET)
-                env["TENK_UPSTREAM_URL"], self.upstream_token = start_upstream(processes, config, self.helper_cpus, env)
+                env["TENK_UPSTREAM_URL"], self.upstream_token = start_upstream(
+                    processes, config, self.dependency_cpus, env
+                )
             if config.ingest_workers:
-                start_workers(processes, config.ingest_workers, self.helper_cpus, env)
+                start_workers(processes, config.ingest_workers, self.dependency_cpus, env)
             if self.bench.topology == "cluster":
                 self.nodes, self.base_url = start_nodes(processes, config, env, self.helper_cpus)
                 self.target_pid = next(iter(self.nodes.values()))
             else:
-                target, self.base_url = start_target(processes, config, env)
+                target, self.base_url = start_target(processes, config, env, self.quota)
                 self.target_pid = target.pid
         self.env = env
         self.metrics_before = scrape_metrics(self.base_url) if self.scrape else {}
@@ -179,6 +225,7 @@ class RungRun:
         ingest_start = ingest_snapshot(base_url, api_key) if self.watch_backlog else {}
         window_start = db_now(self.dsn) if self.dsn else None
         gauges = GaugeWatcher(base_url) if self.watch_gauges else None
+        throttled_before = self.quota.throttling() if self.quota is not None else None
         summary: GeneratorSummary
         with sampler if sampler is not None else nullcontext(), gauges if gauges is not None else nullcontext():
             if config.engine == "wrk":
@@ -196,6 +243,8 @@ class RungRun:
                     on_second=lambda second: progress.second(second, _latest_cores(sampler)),
                 )  # fmt: skip
         server = sampler.stats if sampler is not None else ServerSample()
+        if self.quota is not None and throttled_before is not None:
+            server.throttling = (self.quota.throttling() - throttled_before).as_figures()
         if upstream_url:
             server.upstream = upstream_snapshot(upstream_url)
         if gauges is not None:
@@ -263,10 +312,25 @@ class RungRun:
         result = rung_result(
             self.rung, measured.figures, measured.server, measured.summary, capacity, self.metrics_before,
             self.metrics_after, time.monotonic() - self.started_at, self.judge(measured.server),
+            self.budget_record(),
         )  # fmt: skip
         result.repeat = self.repeat + 1
         result.reset = self.reset
         return result
+
+    def budget_record(self) -> BudgetRecord | None:
+        if self.budget_m is None:
+            missing = self.bench.budget_missing
+            return BudgetRecord(asked="auto", missing=missing) if missing else None
+        asked = self.config.cpu_budget
+        quota = self.budget
+        if not isinstance(quota, CpuBudget):
+            missing = quota.label if quota is not None else "no CPU budget: the target is not local"
+            return BudgetRecord(asked=asked, missing=missing, auto=self.bench.auto_note)
+        return BudgetRecord(
+            asked=asked, millicores=quota.millicores, period_us=quota.period_us, mechanism=quota.mechanism,
+            auto=self.bench.auto_note,
+        )  # fmt: skip
 
     def _sampler(self) -> TreeSampler | None:
         if self.target_pid is None:

@@ -4,20 +4,32 @@ see `rung.py`), and the files in `results/<ladder>-<timestamp>/`."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tenk.lab.cpus import other_cpus
+from tenk.lab.cpus import cpu_set, other_cpus, pin_tree
 from tenk.lab.definition.ladder import Ladder, Rung
-from tenk.lab.documents import Results, RungResult
+from tenk.lab.documents import BudgetProvenance, Results, RungResult
 from tenk.lab.errors import LabError
+from tenk.lab.measuring.auto_budget import PROBE_RATE, PROBE_S, RULE, Probe, choose_budget, default_budget
 from tenk.lab.measuring.cluster import ensure_cluster
+from tenk.lab.measuring.cpubudget import (
+    CGROUP_ROOT,
+    PERIOD_US,
+    CpuBudget,
+    NoBudget,
+    budget_millicores,
+    check_budget_fits,
+)
+from tenk.lab.measuring.cpubudget import open_budget as try_budget
 from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.processes import ensure_stack
-from tenk.lab.measuring.rung import Bench, run_rung
+from tenk.lab.measuring.outcome import cpu_ms_per_request
+from tenk.lab.measuring.processes import ensure_stack, process_set
+from tenk.lab.measuring.rung import Bench, RungRun, run_rung
 from tenk.lab.measuring.sampling import listener_pid
 from tenk.lab.results.summary import summarise_rung
 from tenk.stack import EmbeddedRedis
@@ -38,9 +50,20 @@ def time_bound_s(ladder: Ladder, repeats: int | None = None) -> float:
     return (repeats or ladder.repeats) * sum(rung_bound_s(rung) for rung in ladder.rungs)
 
 
-def plan_text(ladder: Ladder, repeats: int | None = None) -> str:
+def with_default_budget(ladder: Ladder, env: Mapping[str, str]) -> Ladder:
+    """The ladder with every rung that sets no `cpu_budget` given the run's default (`default_budget`)."""
+    default = default_budget(env)
+    rungs = tuple(
+        replace(rung, config=replace(rung.config, cpu_budget=rung.config.cpu_budget or default))
+        for rung in ladder.rungs
+    )
+    return replace(ladder, rungs=rungs)
+
+
+def plan_text(ladder: Ladder, repeats: int | None = None, env: Mapping[str, str] | None = None) -> str:
     """What `run` would do, without starting anything: each rung, what it changes, how it is
     measured, and the time bound."""
+    ladder = with_default_budget(ladder, os.environ if env is None else env)
     count = repeats or ladder.repeats
     lines = [
         f"ladder {ladder.name!r} ({ladder.path}): {ladder.description}",
@@ -62,11 +85,14 @@ def plan_text(ladder: Ladder, repeats: int | None = None) -> str:
         if config.redis_io_threads:
             how += f"; a private Redis, io-threads {config.redis_io_threads}"
         nodes = f"{config.apis} API node(s) behind HAProxy, each " if ladder.topology == "cluster" else "target "
+        budget = f", CPU budget {config.cpu_budget}" if config.cpu_budget not in ("", "none") else ""
         lines.append(
             f"  {rung.index + 1}. {rung.label}: {rung.changed}\n"
-            f"     {nodes}{config.target} on {config.server} x{config.workers}, CPU {config.cpus}; "
+            f"     {nodes}{config.target} on {config.server} x{config.workers}, CPU {config.cpus}{budget}; "
             f"mix {config.mix}; warm-up {config.warmup_s:g}s; {how}; <= {rung_bound_s(rung):.0f}s a repeat"
         )
+    if any(rung.config.cpu_budget == "auto" for rung in ladder.rungs):
+        lines.append(RULE + f" (adds about {PROBE_S + 14:.0f}s a rung)")
     lines.append(f"time bound: {time_bound_s(ladder, count):.0f}s; nothing was started (--dry-run)")
     return "\n".join(lines)
 
@@ -120,6 +146,7 @@ class _Run:
     env: dict[str, str]
     started_at: float = field(default_factory=time.monotonic)
     measured: dict[int, list[RungResult]] = field(default_factory=dict)
+    budget: BudgetProvenance = field(default_factory=lambda: BudgetProvenance())
 
     def write(self, partial: str = "") -> Path:
         """results.json and the reports, from every repeat measured (or, when `partial` says why the run
@@ -139,7 +166,7 @@ class _Run:
             repeats=self.repeats,
             elapsed_s=round(time.monotonic() - self.started_at, 1),
             time_bound_s=round(self.bound_s),
-            provenance=provenance(self.ladder, self.env),
+            provenance=provenance(self.ladder, self.env, self.budget),
             claims=list(self.ladder.claims),
             rungs=rungs,
             partial=partial,
@@ -162,10 +189,79 @@ class _Run:
         self.options.progress.note(f"partial results of what finished: {self.out / 'results.json'}")
 
 
+def _check_budgets_fit(ladder: Ladder) -> None:
+    """Refuse, before anything starts, a budget the target's cores cannot give once the generator has its own."""
+    for rung in ladder.rungs:
+        millicores = (
+            None if rung.config.cpu_budget == "auto" else budget_millicores("cpu_budget", rung.config.cpu_budget)
+        )
+        if millicores is not None:
+            target = len(cpu_set(rung.config.cpus))
+            generator = len(cpu_set(other_cpus(rung.config.cpus) or "")) if other_cpus(rung.config.cpus) else 0
+            try:
+                check_budget_fits(millicores, target + generator, generator)
+            except LabError as exc:
+                raise LabError(f"rung {rung.label!r}: {exc}") from None
+
+
+def _probe(rung: Rung, ladder: Ladder, bench: Bench) -> Probe:
+    """Serve `rung` unbudgeted at a light rate and read each party's CPU per request."""
+    config = rung.config
+    light = min(PROBE_RATE, config.start_rate if config.capacity else config.rate)
+    probing = replace(rung, config=replace(config, cpu_budget="none", capacity=False, rate=light))
+    run = RungRun(probing, ladder.mixes[config.mix], bench, 0, folder=f"probe/rung-{rung.index + 1:02d}")
+    try:
+        with process_set(run.dir / "logs") as processes:
+            run.start(processes)
+            # The dependencies where the budgeted rungs will have them: on the target's cores.
+            for pid in [*bench.dependencies.values(), *(item.pid for item in processes.started)]:
+                if pid != run.target_pid:
+                    pin_tree(pid, cpu_set(config.cpus))
+            run.measure("warmup", light, 1, 2.0)
+            measured = run.measure("probe", light, 1, PROBE_S)
+    finally:
+        run.close()
+    figures = measured.figures
+    generator_ms = figures.generator_cpu_s * 1000 / figures.requests if figures.requests else 0.0
+    return Probe.from_cpu_ms(rung.label, cpu_ms_per_request(measured.server, figures.rps), generator_ms)
+
+
+def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
+    """Replace `auto` with the budget the probes allow (or "none" where no quota can be set); say why."""
+    auto = [rung for rung in ladder.rungs if rung.config.cpu_budget == "auto"]
+    if not auto:
+        return ladder, ""
+    progress = bench.options.progress
+    check = try_budget(1000, bench.cgroup_root, bench.cpu_period_us)
+    if isinstance(check, NoBudget) or bench.options.base_url is not None or bench.topology == "cluster":
+        why = check.label if isinstance(check, NoBudget) else "no CPU budget: the target is not started by the lab"
+        if isinstance(check, CpuBudget):
+            check.remove()
+        progress.note(f'cpu_budget = "auto": {why}; the rungs run unbudgeted')
+        chosen, note = "none", f"auto: {why}"
+    else:
+        check.remove()
+        progress.note(RULE)
+        probes = [_probe(rung, ladder, bench) for rung in auto]
+        first = auto[0].config.cpus
+        generator_cores = len(cpu_set(other_cpus(first) or "")) if other_cpus(first) else 1
+        choice = choose_budget(probes, generator_cores, len(cpu_set(first)))
+        note = choice.describe()
+        progress.note(note)
+        chosen = f"{choice.millicores}m"
+    rungs = tuple(
+        replace(rung, config=replace(rung.config, cpu_budget=chosen)) if rung.config.cpu_budget == "auto" else rung
+        for rung in ladder.rungs
+    )
+    return replace(ladder, rungs=rungs), note
+
+
 def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
     if options.segment and any(r.config.capacity for r in ladder.rungs):
         raise LabError("--segment splits a fixed rate across machines; capacity search cannot be split")
     repeats = options.repeats or ladder.repeats
+    ladder = with_default_budget(ladder, options.base_env)
+    _check_budgets_fit(ladder)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-seg{options.segment.replace('/', 'of')}" if options.segment else ""
     out = options.results_root / f"{ladder.name}-{stamp}{suffix}"
@@ -179,6 +275,7 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
     env = dict(options.base_env)
     api_key = _api_key(env, ladder)
     stack = None
+    bench: Bench | None = None
     run = _Run(ladder, options, out, stamp, repeats, bound, env)
     measured = run.measured = {rung.index: [] for rung in ladder.rungs}
     finished = False
@@ -196,7 +293,14 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
             owns_redis = False  # a Redis Cluster has no one FLUSHDB; ingest rungs drain their backlog instead
         elif owns_redis is None:
             owns_redis = stack is not None and any(isinstance(s, EmbeddedRedis) for s in stack.started)
-        bench = Bench(env, api_key, out, options, dependencies, owns_redis, ladder.topology)
+        period_us = int(env.get("TENK_LAB_CPU_PERIOD_US") or PERIOD_US)
+        cgroup_root = Path(env.get("TENK_LAB_CGROUP_ROOT") or CGROUP_ROOT)
+        bench = Bench(env, api_key, out, options, dependencies, owns_redis, ladder.topology, period_us, cgroup_root)
+        ladder, auto_note = _resolve_auto(ladder, bench)
+        run.ladder = ladder
+        missing = auto_note if auto_note.startswith("auto: ") else ""
+        bench = replace(bench, auto_note="" if missing else auto_note, budget_missing=missing)
+        run.budget = {"period_us": period_us, "default": default_budget(options.base_env), "auto": auto_note}
         # Interleaved: every repeat runs every rung once, so slow drift (thermal, neighbours) hits all alike.
         for repeat in range(repeats):
             for rung in ladder.rungs:
@@ -209,6 +313,10 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
                 )
         finished = True
     finally:
+        if stack is None and bench is not None:
+            # Someone else's Postgres and Redis were moved onto the target's cores: give them the lab's back.
+            for pid in bench.dependencies.values():
+                pin_tree(pid, os.sched_getaffinity(0))
         if stack is not None:
             for server in stack.started:
                 server.stop()

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import psutil
 
-from tenk.lab.definition.ladder import Ladder
-from tenk.lab.documents import Provenance
+from tenk.lab.cpus import other_cpus
+from tenk.lab.definition.ladder import Ladder, Rung
+from tenk.lab.documents import BudgetProvenance, Pinning, Provenance
 
 PACKAGES = ("tenk", "granian", "uvicorn", "gunicorn", "fastapi", "starlette", "asyncpg", "redis", "uvloop")
 # What must match for two runs to be comparable without a warning.
@@ -60,8 +61,20 @@ def k6_version() -> str:
     return text.splitlines()[0] if text else ""
 
 
-def provenance(ladder: Ladder, env: Mapping[str, str]) -> Provenance:
+def _pinning(rung: Rung) -> Pinning:
+    config = rung.config
+    if config.cpu_budget in ("", "none"):
+        return {"target_cpus": config.cpus}
     return {
+        "target_cpus": config.cpus,
+        "cpu_budget": config.cpu_budget,
+        "dependency_cpus": config.cpus,
+        "generator_cpus": other_cpus(config.cpus) or "",
+    }
+
+
+def provenance(ladder: Ladder, env: Mapping[str, str], budget: BudgetProvenance | None = None) -> Provenance:
+    record: Provenance = {
         "machine": {
             "cpu_model": _cpu_model(),
             "cores": psutil.cpu_count(logical=True),
@@ -77,9 +90,12 @@ def provenance(ladder: Ladder, env: Mapping[str, str]) -> Provenance:
             "git_sha": _run(["git", "rev-parse", "HEAD"]),
             "git_dirty": bool(_run(["git", "status", "--porcelain", "--untracked-files=no"])),
         },
-        "pinning": {rung.label: {"target_cpus": rung.config.cpus} for rung in ladder.rungs},
+        "pinning": {rung.label: _pinning(rung) for rung in ladder.rungs},
         "env": {k: v for k, v in env.items() if k.startswith("TENK_") and "KEY" not in k and "URL" not in k},
     }
+    if budget:
+        record["cpu_budget"] = budget
+    return record
 
 
 def _flat(data: Mapping[str, object], prefix: str = "") -> dict[str, object]:

@@ -79,6 +79,9 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 "measure": "capacity req/s" if metric == "capacity" else "RPS",
                 "value": f"{prefix}{value:,.0f}{interval}",
                 "limited by": ceiling(rung) or "-",
+                _BUDGET: _budget_cell(rung),
+                _THROTTLED: _throttled_cell(server),
+                _AT_BUDGET: _at_budget_cell(rung, value),
                 "p50 ms": f"{figures.p50_ms:.1f}",
                 "p95 ms": f"{figures.p95_ms:.1f}",
                 "p99 ms": f"{figures.p99_ms:.1f}",
@@ -101,7 +104,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
         )
     # Columns no rung measured (no upstream, no ingest) are left out; the ingest one sits beside the
     # accept rate it qualifies.
-    for optional in (_NODES, _PARKED, _INGEST):
+    for optional in (_NODES, _PARKED, _INGEST, _BUDGET, _THROTTLED, _AT_BUDGET):
         if rows and all(row[optional] == "-" for row in rows):
             for row in rows:
                 del row[optional]
@@ -109,6 +112,38 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
 
 
 _NODES = "CPU ms/req per API node"
+_BUDGET = "CPU budget"
+_THROTTLED = "throttled: periods, s"
+_AT_BUDGET = "projected at budget (measured/projected)"
+
+
+def _budget_cell(rung: RungResult) -> str:
+    budget = rung.cpu_budget
+    if budget is None:
+        return "-"
+    if budget.millicores is None:
+        return f"{budget.asked}, not enforced: {budget.missing}"
+    return f"{budget.millicores}m ({budget.period_us and budget.period_us // 1000} ms period)"
+
+
+def _throttled_cell(server: ServerSample) -> str:
+    throttling = server.throttling
+    if not throttling or not throttling.get("periods"):
+        return "-"
+    return f"{throttling['throttled'] / throttling['periods']:.0%}, {throttling['throttled_s']:.1f}"
+
+
+def _at_budget_cell(rung: RungResult, value: float) -> str:
+    """What the budget buys by the light-rate arithmetic (budget / CPU per request), beside the capacity
+    measured: the agreement check of a budgeted capacity with its projection."""
+    budget, target_ms = rung.cpu_budget, rung.cpu_ms.get("target")
+    if budget is None or budget.millicores is None or not target_ms:
+        return "-"
+    projected = budget.millicores / target_ms
+    ratio = f" ({value / projected:.2f})" if rung.mode == "capacity" and value > 0 else ""
+    return f"{projected:,.0f}{ratio}"
+
+
 _PARKED = "parked: mock now/max, target in-flight max"
 _INGEST = "ingest: rows landed/s, lag p50/p99 ms, backlog start→end"
 

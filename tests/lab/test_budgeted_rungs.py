@@ -1,0 +1,119 @@
+"""A rung's CPU budget: the target and all its workers held to the quota, its throttling reported, the
+fallback labelled where no quota can be set, a budget the machine cannot give refused, and `auto`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tenk.lab.documents import Results, load_results
+from tenk.lab.measuring.auto_budget import Probe, choose_budget
+from tenk.lab.measuring.cpubudget import CGROUP_ROOT, NoBudget, open_budget
+
+REPO = Path(__file__).resolve().parents[2]
+MIX = '[[endpoint]]\nname = "spin"\npath = "/spin"\nweight = 1\n'
+
+
+def _cgroups_or_skip() -> None:
+    budget = open_budget(100)
+    if isinstance(budget, NoBudget):
+        pytest.skip(budget.label)
+    budget.remove()
+
+
+def _lab(tmp_path: Path, defaults: str, **env: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "spin.toml").write_text(MIX)
+    ladder = tmp_path / "budget.toml"
+    ladder.write_text(
+        'name = "budget"\nrepeats = 1\n[defaults]\ntarget = "tests.lab.spin_app:app"\nserver = "uvicorn"\n'
+        f'mix = "spin.toml"\nwarmup_s = 0\n{defaults}\n[[rung]]\nlabel = "only"\n'
+    )
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "tenk"), "lab", "run", str(ladder), "--quiet", "--results", str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _results(tmp_path: Path, done: subprocess.CompletedProcess[str]) -> Results:
+    assert done.returncode == 0, done.stdout + done.stderr
+    (found,) = tmp_path.glob("budget-*/results.json")
+    return load_results(found)
+
+
+def _stray_groups() -> list[str]:
+    return sorted(path.name for path in CGROUP_ROOT.glob("**/tenk-lab-*"))
+
+
+def test_a_busy_target_and_every_worker_of_it_are_held_to_the_budget(tmp_path: Path) -> None:
+    _cgroups_or_skip()
+    before = _stray_groups()
+    # Two workers asked for 40 x 20 ms = 0.8 cores: without the quota both would run, on CPU 0, near that.
+    done = _lab(tmp_path, 'workers = 2\nrate = 40\nduration_s = 4\ncpu_budget = "300m"', SPIN_MS="20")
+    rung = _results(tmp_path, done).rungs[0]
+    assert rung.cpu_budget is not None
+    assert rung.cpu_budget.millicores == 300
+    assert rung.server.processes >= 3  # uvicorn's supervisor and its two workers, all sampled
+    cores = rung.server.cpu_cores_mean or 0.0
+    # The quota's error is one 10 ms period overrun per reading, on a 1 s sample: well under 0.05 cores.
+    assert 0.1 < cores <= 0.35, cores
+    assert rung.server.throttling["throttled"] > 0
+    assert rung.bottleneck is not None
+    assert rung.bottleneck.kind == "target", rung.bottleneck
+    assert _stray_groups() == before
+
+
+def test_without_a_cpu_controller_the_rung_runs_unbudgeted_and_says_so(tmp_path: Path) -> None:
+    done = _lab(
+        tmp_path,
+        'rate = 20\nduration_s = 2\ncpu_budget = "300m"',
+        SPIN_MS="1",
+        TENK_LAB_CGROUP_ROOT=str(tmp_path / "no-cgroups"),
+    )
+    rung = _results(tmp_path, done).rungs[0]
+    assert rung.cpu_budget is not None
+    assert rung.cpu_budget.millicores is None
+    assert rung.cpu_budget.missing.startswith("no CPU budget: no cgroup cpu controller under ")
+    assert any(note.startswith("no CPU budget") for note in rung.verdict.notes), rung.verdict.notes
+    assert "not enforced: no CPU budget" in (tmp_path / next(tmp_path.glob("budget-*")).name / "report.md").read_text()
+
+
+def test_a_budget_the_target_cores_cannot_give_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    done = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpus = "0"\ncpu_budget = "1500m"')
+    assert done.returncode != 0
+    assert "cpu_budget 1500m exceeds the 1 core(s) left for the target" in done.stdout + done.stderr
+    assert not list(tmp_path.glob("budget-*/logs"))
+
+
+def test_auto_probes_the_rung_and_runs_it_under_the_budget_it_chose(tmp_path: Path) -> None:
+    _cgroups_or_skip()
+    done = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpu_budget = "auto"', SPIN_MS="2")
+    rung = _results(tmp_path, done).rungs[0]
+    budget = rung.cpu_budget
+    assert budget is not None
+    assert budget.millicores is not None
+    assert budget.millicores % 50 == 0
+    assert budget.auto.startswith(f'cpu_budget = "auto" chose {budget.millicores}m')
+    assert "target" in budget.auto
+    assert "generator" in budget.auto
+    assert (tmp_path / next(tmp_path.glob("budget-*")).name / "probe" / "rung-01").is_dir()
+
+
+def test_auto_takes_the_largest_budget_every_rung_allows() -> None:
+    # 1 ms of target and 0.5 ms of k6 a request: k6 at 60 % of one core allows 1.2 cores; the core, 90 %.
+    cheap_generator = Probe("a", target_ms=1.0, dependencies_ms=0.0, generator_ms=0.5)
+    assert choose_budget([cheap_generator], generator_cores=1, target_cores=1).millicores == 900
+    # 0.2 ms of target against 0.5 of k6: k6 runs out first, at 0.6 * 0.2 / 0.5 = 0.24 cores.
+    dear_generator = Probe("b", target_ms=0.2, dependencies_ms=0.0, generator_ms=0.5)
+    # Dependencies as dear as the target halve what the core leaves it: 0.45 cores.
+    dear_dependencies = Probe("c", target_ms=1.0, dependencies_ms=1.0, generator_ms=0.1)
+    chosen = choose_budget([cheap_generator, dear_generator, dear_dependencies], generator_cores=1, target_cores=1)
+    assert chosen.millicores == 200  # 240m, rounded down to a step of 50m
+    assert "generator under 60%" in chosen.describe()
