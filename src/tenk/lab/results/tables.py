@@ -4,6 +4,7 @@ strings, and the lines on provenance and reset state. The markdown and HTML page
 from __future__ import annotations
 
 from tenk.lab.documents import IngestFigures, Results, RungResult, ServerSample
+from tenk.lab.measuring.bottleneck import GENERATORS
 from tenk.lab.results.derivations import (
     ceiling,
     check_expectations,
@@ -68,7 +69,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
         prefix = "≥ " if rung.mode == "capacity" and not is_server_figure(rung) else ""
         est = rung.estimate
         interval = f" [{est.low:,.0f}–{est.high:,.0f}]" if est is not None and len(est.values) > 1 else ""
-        deps = ", ".join(f"{role} {ms:.3f}" for role, ms in rung.cpu_ms.items() if role != "target")
+        deps = ", ".join(f"{role} {ms:.3f}" for role, ms in rung.cpu_ms.items() if role not in _NOT_DEPENDENCIES)
         reasons = figures.errors_by_reason
         projected = rung.projected_rps_per_core
         rows.append(
@@ -112,6 +113,8 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
 
 
 _NODES = "CPU ms/req per API node"
+# The generator's CPU a request is its own column's ("gen CPU"): not something the target depends on.
+_NOT_DEPENDENCIES = ("target", *GENERATORS)
 _BUDGET = "CPU budget"
 _THROTTLED = "throttled: periods, s"
 _AT_BUDGET = "projected at budget (measured/projected)"
