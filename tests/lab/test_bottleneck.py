@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from tenk.lab.cpus import pin_tree
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.processes import pin_tree
 from tenk.lab.measuring.runner import run_ladder
 from tests.conftest import Stack
 from tests.lab.test_capacity import lab_env, mix_file
@@ -75,7 +75,7 @@ def test_a_target_burning_its_own_cpu_is_named_as_the_bottleneck(tmp_path: Path)
 def test_a_target_waiting_on_a_saturated_postgres_is_limited_by_postgres(private_stack: Stack, tmp_path: Path) -> None:
     pid = private_stack.pg.pid()
     assert pid is not None
-    pin_tree([pid], str(OTHER_CPU))  # backends fork from the postmaster and inherit its CPU
+    pin_tree(pid, {OTHER_CPU})  # backends fork from the postmaster and inherit its CPU
     env = {**lab_env(), "TENK_DATABASE_URL": private_stack.pg.url}
     # About 40 ms of Postgres CPU a request: its one core serves 25 req/s; 80 req/s is three times that.
     rung = run_spin(tmp_path, "postgres", 80, env, spin_ms=40)

@@ -322,3 +322,36 @@ async def seed(dsn: str, product_count: int, task_count: int) -> dict[str, int]:
     finally:
         await conn.close()
     return written
+
+
+_RESTORE_PRODUCTS = """
+INSERT INTO products AS p (id, sku, name, description, price_cents, stock)
+SELECT id, sku, name, description, price_cents, stock FROM seeded_products
+ON CONFLICT (id) DO UPDATE
+    SET sku = excluded.sku, name = excluded.name, description = excluded.description,
+        price_cents = excluded.price_cents, stock = excluded.stock
+    WHERE (p.sku, p.name, p.description, p.price_cents, p.stock)
+          IS DISTINCT FROM (excluded.sku, excluded.name, excluded.description, excluded.price_cents, excluded.stock)
+"""
+
+
+async def restore_products(dsn: str, product_count: int) -> int:
+    """Put the seeded catalogue's first `product_count` products back as `products()` makes them: deleted
+    ones re-inserted, changed ones reset (through the usual triggers, so caches hear of it). Products
+    beyond them are left alone. Returns how many rows were restored.
+
+    The lab runs this before every ladder: its mixes read ids across the whole seeded range, and a
+    product deleted in a dev session (`make run` shares the data directory) would be a 404 in every step."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute("CREATE TEMP TABLE seeded_products (LIKE products INCLUDING DEFAULTS) ON COMMIT DROP")
+            await conn.copy_records_to_table(
+                "seeded_products",
+                records=products(product_count),
+                columns=["id", "sku", "name", "description", "price_cents", "stock"],
+            )
+            status = await conn.execute(_RESTORE_PRODUCTS)
+    finally:
+        await conn.close()
+    return int(status.rsplit(" ", 1)[1])

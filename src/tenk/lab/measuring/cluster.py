@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from tenk.lab.cpus import cpu_set, pin_tree
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.errors import LabError, NotReadyError
 from tenk.lab.measuring.processes import (
@@ -20,7 +21,6 @@ from tenk.lab.measuring.processes import (
     StackInfo,
     Started,
     migrate_and_seed,
-    pin_tree,
     stack_settings,
     stopped_on_failure,
     target_argv,
@@ -52,13 +52,14 @@ def ensure_cluster(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo
             raise LabError(f"could not start the cluster's stores: {exc}") from exc
         direct = stack_env.get("TENK_DATABASE_DIRECT_URL") or stack_env.get("TENK_DATABASE_URL") or ""
         try:
-            migrate_and_seed(direct)
+            restored = migrate_and_seed(direct)
         except Exception as exc:
             raise LabError(f"could not migrate/seed the cluster's primary: {exc}") from exc
     pids = {s.name: s.pid for store in stores for s in store.statuses() if s.pid is not None}
     if helper_cpus:
-        pin_tree(list(pids.values()), helper_cpus)
-    return StackInfo(stack_env, list(started), pids)
+        for pid in pids.values():
+            pin_tree(pid, cpu_set(helper_cpus))
+    return StackInfo(stack_env, list(started), pids, restored)
 
 
 def start_nodes(

@@ -19,7 +19,7 @@ from typing import Protocol
 import psutil
 
 from tenk.interrupts import run, sigterm_as_ctrl_c
-from tenk.lab.cpus import cpu_set
+from tenk.lab.cpus import cpu_set, pin_tree
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.driving.generator import pinned
 from tenk.lab.errors import LabError, NotReadyError
@@ -173,6 +173,7 @@ class StackInfo:
     env: dict[str, str]
     started: list[Stoppable]  # what the lab started, and so stops: servers, or a cluster's stores
     pids: dict[str, int]  # "postgres" (the postmaster) and "redis", when embedded
+    restored: int = 0  # seeded products that were missing or changed, and were put back
 
 
 @contextmanager
@@ -204,13 +205,20 @@ def _given(values: Mapping[str, object]) -> dict[str, object]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def migrate_and_seed(dsn: str) -> None:
-    """The lab's database as `tenk up` leaves it: migrated, and seeded if empty (idempotent)."""
+LAB_PRODUCTS = 100_000
+LAB_TASKS = 10_000
+
+
+def migrate_and_seed(dsn: str) -> int:
+    """The lab's database as `tenk up` leaves it: migrated, seeded if empty, and its seeded products as
+    seeded (the dev stack shares the data directory: what a person deleted or changed there is put back).
+    Returns how many products had to be restored."""
     from tenk.stack.migrate import migrate
-    from tenk.stack.seed import seed
+    from tenk.stack.seed import restore_products, seed
 
     run(migrate(dsn))
-    run(seed(dsn, 100_000, 10_000))
+    run(seed(dsn, LAB_PRODUCTS, LAB_TASKS))
+    return run(restore_products(dsn, LAB_PRODUCTS))
 
 
 def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
@@ -237,11 +245,12 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
             if pid is not None:
                 pids["postgres" if isinstance(server, EmbeddedPostgres) else "redis"] = pid
         try:
-            migrate_and_seed(settings.resolved_direct_database_url)
+            restored = migrate_and_seed(settings.resolved_direct_database_url)
         except Exception as exc:
             raise LabError(f"could not migrate/seed {settings.resolved_database_url}: {exc}") from exc
     if helper_cpus:
-        pin_tree(list(pids.values()), helper_cpus)
+        for pid in pids.values():
+            pin_tree(pid, cpu_set(helper_cpus))
     return StackInfo(
         {
             "TENK_DATABASE_URL": settings.resolved_database_url,
@@ -250,19 +259,8 @@ def ensure_stack(env: Mapping[str, str], helper_cpus: str | None) -> StackInfo:
         },
         started,
         pids,
+        restored,
     )
-
-
-def pin_tree(pids: list[int], cpus: str) -> None:
-    """Pin processes we did not start (Postgres forks a backend per connection; they inherit this)."""
-    wanted = sorted(cpu_set(cpus))
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            for proc in [root, *root.children(recursive=True)]:
-                proc.cpu_affinity(wanted)
-        except psutil.Error:
-            continue
 
 
 def start_upstream(

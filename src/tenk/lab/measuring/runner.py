@@ -285,6 +285,8 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
             helpers = other_cpus(ladder.rungs[0].config.cpus)
             stack = ensure_cluster(env, helpers) if cluster else ensure_stack(env, helpers)
             env.update(stack.env)
+            if stack.restored:
+                progress.note(f"the seeded catalogue had {stack.restored} products missing or changed: restored")
         pids = stack.pids if stack is not None else {}
         # A cluster's members are all known by name (redis-<port>...): looking up "redis" by port would count one twice.
         dependencies = {} if options.base_url else dict(pids) if cluster else _dependency_pids(env, pids)
