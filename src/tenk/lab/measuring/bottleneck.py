@@ -69,9 +69,14 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
         detail = f"other processes held {neighbours:.0%} of the target's cores; target {target_busy:.0%} busy"
         return Bottleneck(kind=NEIGHBOURS, name="neighbours", cpus=cpus, detail=detail)
     if figures.dropped > 0:
-        return Bottleneck(
-            kind=GENERATOR, name=figures.engine, detail=f"{figures.dropped} iterations dropped (VU ceiling)"
+        # k6 drops an arrival when every VU of its pool is waiting for an answer. With its CPU to spare
+        # (checked above) that is the answers' latency, not k6: the pool covers a latency far past the SLO.
+        found = undetermined(server, target_busy)
+        detail = (
+            f"{figures.dropped} arrivals dropped with every VU waiting on an answer, {figures.engine} at "
+            f"{figures.generator_util:.0%} of its cores: the answers' latency, not the generator; {found.detail}"
         )
+        return Bottleneck(kind=UNDETERMINED, name=found.name, cpus=found.cpus, detail=detail)
     return undetermined(server, target_busy)
 
 
