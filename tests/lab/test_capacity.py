@@ -195,3 +195,26 @@ label = "half 503"
     assert figures["errors_by_reason"] == {"status_503": figures["errors"]}
     assert figures["rps"] == pytest.approx((figures["requests"] - figures["errors"]) / 3, abs=0.01)
     assert "status_503" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["body-checked", "status-only"])
+def test_a_200_with_the_wrong_body_is_an_error_when_the_mix_checks_bodies(tmp_path: Path, checked: bool) -> None:
+    check = 'check_json = { id = "{item}" }\n' if checked else ""
+    (tmp_path / "items.toml").write_text(
+        f'name = "items"\n[vars.item]\nrange = [1, 100]\n[[endpoint]]\nname = "item"\npath = "/items/{{item}}"\n'
+        f"weight = 1\n{check}"
+    )
+    ladder_path = tmp_path / "bodies.toml"
+    ladder_path.write_text(
+        'name = "bodies"\nrepeats = 1\n[defaults]\ntarget = "tests.lab.wrong_body_app:app"\nserver = "uvicorn"\n'
+        f'cpus = "{ALL_CPUS}"\nmix = "items.toml"\nrate = 50\nduration_s = 4\nwarmup_s = 0\n[[rung]]\nlabel = "a"\n'
+    )
+    out = run_ladder(load_ladder(ladder_path), RunOptions(results_root=tmp_path / "results", base_env=lab_env()))
+    figures = json.loads((out / "results.json").read_text())["rungs"][0]["figures"]
+    if not checked:
+        assert figures["errors"] == 0
+        return
+    # One id in ten answers with the wrong body: about a tenth of 200 requests, far from none and from all.
+    assert figures["errors_by_reason"] == {"wrong_body": figures["errors"]}
+    assert 0.02 < figures["error_rate"] < 0.25, figures
+    assert figures["rps"] == pytest.approx((figures["requests"] - figures["errors"]) / 4, abs=0.01)

@@ -231,6 +231,20 @@ def test_access_log_writes_a_line_per_request_unless_turned_off(
 
 
 @pytest.mark.parametrize("name", BASELINES)
+def test_study_metrics_knob_serves_metrics_labelled_by_raw_path_as_the_study_did(
+    name: str, start_baseline: Callable[..., Baseline]
+) -> None:
+    studied = start_baseline(name, NAIVE_STUDY_METRICS="1")
+    for product_id in (21, 22):
+        assert httpx.get(f"{studied.url}/products/{product_id}").json()["id"] == product_id
+    scraped = httpx.get(studied.url + "/metrics")
+    assert scraped.status_code == 200
+    assert 'request_latency_seconds_count{endpoint="/products/21",method="GET"} 1.0' in scraped.text
+    assert 'endpoint="/products/22"' in scraped.text
+    assert httpx.get(start_baseline(name).url + "/metrics").status_code == 404  # off unless asked
+
+
+@pytest.mark.parametrize("name", BASELINES)
 def test_pool_knob_keeps_connections_open_between_requests(
     name: str, start_baseline: Callable[..., Baseline], stack: Stack
 ) -> None:

@@ -88,6 +88,8 @@ class EndpointTable(BaseModel):
     cursor: CursorTable | None = None
     external: StrictBool = False
     timeout_ms: Annotated[StrictInt, Field(ge=1)] = 10_000
+    # JSON fields the answer must hold, e.g. `{ id = "{hot_product}" }`: a wrong body counts as an error.
+    check_json: dict[StrictStr, StrictStr | StrictInt] | None = None
     worst_latency_ms: Annotated[StrictInt, Field(ge=1)] = 250
 
 

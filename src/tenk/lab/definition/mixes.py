@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +87,13 @@ class Endpoint:
     external: bool
     timeout_ms: int
     worst_latency_ms: int
+    # JSON field -> the value (a template) the answer must hold there; k6 counts a mismatch as an error.
+    check_json: dict[str, str] = field(default_factory=dict)
 
     def placeholders(self) -> list[str]:
         found = PLACEHOLDER.findall(self.path)
         found += _body_placeholders(self.body)
+        found += [name for value in self.check_json.values() for name in PLACEHOLDER.findall(value)]
         return list(dict.fromkeys(found))
 
 
@@ -220,10 +223,13 @@ def _endpoint(where: Where, item: Any, variables: dict[str, Var]) -> tuple[Endpo
         external=table.external,
         timeout_ms=table.timeout_ms,
         worst_latency_ms=table.worst_latency_ms,
+        check_json={key: str(value) for key, value in (table.check_json or {}).items()},
     )
     for placeholder in endpoint.placeholders():
         if placeholder not in variables and placeholder not in BUILTIN_PLACEHOLDERS:
             key = "path" if placeholder in PLACEHOLDER.findall(path) else "body"
+            if placeholder not in PLACEHOLDER.findall(path) + _body_placeholders(table.body):
+                key = "check_json"
             known = ", ".join([*variables, *sorted(BUILTIN_PLACEHOLDERS)])
             raise where.error(key, f"unknown placeholder {{{placeholder}}} (known: {known})")
     return endpoint, weight

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from tenk.lab.definition.mixes import Mix
 from tenk.lab.documents import EndpointFigures, LoadFigures, Second
 from tenk.lab.driving.generator import generator_verdict, run_measured
-from tenk.lab.driving.k6script import ERROR_REASONS, TIME_UNIT_S, k6_script, plan
+from tenk.lab.driving.k6script import ERROR_REASONS, TIME_UNIT_S, WRONG_BODY, k6_script, plan
 from tenk.lab.driving.live import LiveTail
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
@@ -189,12 +189,13 @@ def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: 
             error_rate=round(endpoint_failed.get("rate", 0.0), 6),
         )
     run_ms = summary.state.run_ms if summary.state.run_ms is not None else duration_s * 1000
-    errors = int(failed.get("passes", 0))  # a "pass" of http_req_failed is a failed request
     reasons = {
         reason: count
         for reason in ERROR_REASONS
         if (count := int(summary.values(f"tenk_errors{{reason:{reason}}}").get("count", 0)))
     }
+    # A "pass" of http_req_failed is a failed request; a right status with a wrong body fails too.
+    errors = int(failed.get("passes", 0)) + reasons.get(WRONG_BODY, 0)
     return LoadFigures(
         engine="k6",
         offered_rps=rate,
@@ -208,7 +209,7 @@ def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: 
         p99_ms=round(duration.get("p(99)", 0.0), 3),
         max_ms=round(duration.get("max", 0.0), 3),
         errors=errors,
-        error_rate=round(failed.get("rate", 0.0), 6),
+        error_rate=round(errors / requests, 6) if requests else 0.0,
         dropped=int(summary.values("dropped_iterations").get("count", 0)),
         errors_by_reason=reasons,
         generator_cpu_s=0.0,

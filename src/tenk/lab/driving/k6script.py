@@ -26,7 +26,9 @@ MAX_VUS_CAP = 3000
 # `status_other`; a list keeps every reason a named sub-metric that k6's summary carries.
 ERROR_STATUSES = (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504)
 NETWORK_REASONS = ("timeout", "refused", "reset", "network")
-ERROR_REASONS = (*(f"status_{code}" for code in ERROR_STATUSES), "status_other", *NETWORK_REASONS)
+# An expected status whose JSON body did not hold what the endpoint's `check_json` names.
+WRONG_BODY = "wrong_body"
+ERROR_REASONS = (*(f"status_{code}" for code in ERROR_STATUSES), "status_other", *NETWORK_REASONS, WRONG_BODY)
 
 
 @dataclass(frozen=True)
@@ -213,11 +215,23 @@ def _function(endpoint: Endpoint, variables: dict[str, Var]) -> str:
         "timeout": json.dumps(f"{endpoint.timeout_ms}ms"),
         "responseCallback": f"EXPECT_{endpoint.name}",
     }
-    if endpoint.cursor is not None:
+    if endpoint.cursor is not None or endpoint.check_json:
         params["responseType"] = "'text'"
     rendered = ", ".join(f"{k}: {v}" for k, v in params.items())
     call = f"http.request({json.dumps(endpoint.method)}, url, {body}, {{ {rendered} }})"
     lines += [f"  const res = {call};", f"  countError(res, OK_{endpoint.name});"]
+    if endpoint.check_json:
+        checks = " && ".join(
+            f"String(body[{json.dumps(key)}]) === String({_template(value, values, encode=False)})"
+            for key, value in endpoint.check_json.items()
+        )
+        lines += [
+            f"  if (OK_{endpoint.name}[res.status]) {{",
+            "    let right = false;",
+            f"    try {{ const body = res.json(); right = {checks}; }} catch (e) {{ right = false; }}",
+            f"    if (!right) ERRORS.add(1, {{ reason: '{WRONG_BODY}' }});",
+            "  }",
+        ]
     if endpoint.cursor is not None:
         field = json.dumps(endpoint.cursor.field)
         lines += [

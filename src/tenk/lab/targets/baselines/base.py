@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from tenk.lab.targets.baselines.access_log import AccessLog, configure_access_logger
 from tenk.lab.targets.baselines.config import NaiveConfig
 from tenk.lab.targets.baselines.errors import install_baseline_error_handlers
+from tenk.lab.targets.baselines.study_metrics import install_study_metrics
 
 TLS = httpx.create_ssl_context()
 
@@ -26,7 +27,10 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 def baseline_app(title: str, lifespan: Lifespan) -> FastAPI:
     app = FastAPI(title=title, lifespan=lifespan)
     install_baseline_error_handlers(app)
-    if NaiveConfig().access_log:
+    config = NaiveConfig()
+    if config.study_metrics:
+        install_study_metrics(app)
+    if config.access_log:
         configure_access_logger()
         app.add_middleware(AccessLog)
     return app

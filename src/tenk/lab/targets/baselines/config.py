@@ -33,6 +33,8 @@ class NaiveConfig(BaseSettings):
     redis_protocol: int = Field(2, ge=2, le=3, validation_alias=AliasChoices("NAIVE_REDIS_PROTOCOL"))
     pool: bool = Field(False, validation_alias=AliasChoices("NAIVE_POOL"))
     access_log: bool = Field(True, validation_alias=AliasChoices("NAIVE_ACCESS_LOG"))
+    # The product-API study's /metrics, with its raw-path labels (baselines.study_metrics).
+    study_metrics: bool = Field(False, validation_alias=AliasChoices("NAIVE_STUDY_METRICS"))
 
     @property
     def dsn(self) -> str:
