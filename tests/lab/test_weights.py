@@ -36,6 +36,10 @@ def test_endpoint_shares_hold_within_two_percent_against_the_service(
         assert figures.endpoints[name].error_rate == 0, (name, figures.endpoints[name])
     assert figures.p50_ms > 0
     assert figures.p99_ms >= figures.p50_ms
+    assert figures.mean_ms is not None
+    assert figures.mean_ms > 0
+    assert figures.bytes_per_s is not None
+    assert figures.bytes_per_s > 100 * figures.rps
     assert figures.generator_cpu_s > 0
     assert summary.values("http_reqs")["count"] == figures.requests
 
@@ -53,3 +57,9 @@ def test_wrk_runs_the_same_mix_closed_loop(
     assert figures.requests > 50
     assert figures.errors == 0, raw
     assert 0 < figures.p50_ms <= figures.p99_ms
+    # wrk's own average and bytes a second, as the search study compared them: a product answer is
+    # well over 100 bytes with its headers, so the bytes cover every request.
+    assert figures.mean_ms is not None
+    assert 0 < figures.mean_ms <= figures.max_ms
+    assert figures.bytes_per_s is not None
+    assert figures.bytes_per_s > 100 * figures.rps

@@ -82,6 +82,9 @@ class LoadFigures(Document):
     p95_ms: float
     p99_ms: float
     max_ms: float
+    # The average latency and the bytes received a second: what the search study (002) compared, from wrk.
+    mean_ms: float | None = None
+    bytes_per_s: float | None = None
     errors: int
     error_rate: float
     dropped: int

@@ -208,6 +208,8 @@ def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: 
         p95_ms=round(duration.get("p(95)", 0.0), 3),
         p99_ms=round(duration.get("p(99)", 0.0), 3),
         max_ms=round(duration.get("max", 0.0), 3),
+        mean_ms=round(duration.get("avg", 0.0), 3),
+        bytes_per_s=round(summary.values("data_received").get("rate", 0.0)),
         errors=errors,
         error_rate=round(errors / requests, 6) if requests else 0.0,
         dropped=int(summary.values("dropped_iterations").get("count", 0)),

@@ -39,6 +39,9 @@ class WrkSummary(GeneratorSummary):
     p95_us: int
     p99_us: int
     max_us: int
+    # wrk's own average latency and bytes read, the figures the search study (002) compared.
+    mean_us: int = 0
+    bytes: int = 0
     by_status: dict[str, int]
 
 
@@ -186,9 +189,10 @@ def wrk_script(mix: Mix) -> str:
         "  local e = summary.errors",
         '  local out = string.format(\'{"requests": %d, "duration_us": %d, "unexpected": %d, \''
         ' .. \'"connect": %d, "read": %d, "write": %d, "timeout": %d, "p50_us": %d, "p95_us": %d, \''
-        ' .. \'"p99_us": %d, "max_us": %d, "by_status": {%s}}\', summary.requests, summary.duration, bad,'
-        " e.connect, e.read, e.write, e.timeout, latency:percentile(50), latency:percentile(95),"
-        " latency:percentile(99), latency.max, table.concat(parts, ', '))",
+        ' .. \'"p99_us": %d, "max_us": %d, "mean_us": %d, "bytes": %d, "by_status": {%s}}\', summary.requests,'
+        " summary.duration, bad, e.connect, e.read, e.write, e.timeout, latency:percentile(50),"
+        " latency:percentile(95), latency:percentile(99), latency.max, latency.mean, summary.bytes,"
+        " table.concat(parts, ', '))",
         "  if SUMMARY then local f = io.open(SUMMARY, 'w') f:write(out) f:close() else print(out) end",
         "end",
     ]
@@ -245,6 +249,8 @@ def run_wrk(
         p95_ms=summary.p95_us / 1000,
         p99_ms=summary.p99_us / 1000,
         max_ms=summary.max_us / 1000,
+        mean_ms=summary.mean_us / 1000,
+        bytes_per_s=round(summary.bytes / seconds),
         errors=errors,
         error_rate=round(errors / requests, 6) if requests else 0.0,
         dropped=0,

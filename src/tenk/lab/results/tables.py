@@ -86,6 +86,8 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 "p50 ms": f"{figures.p50_ms:.1f}",
                 "p95 ms": f"{figures.p95_ms:.1f}",
                 "p99 ms": f"{figures.p99_ms:.1f}",
+                _MEAN: _fmt(figures.mean_ms, ".1f"),
+                _THROUGHPUT: _fmt(figures.bytes_per_s / 1e6 if figures.bytes_per_s else None, ".2f"),
                 "errors": f"{figures.error_rate:.2%}",
                 "errors by reason": ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "-",
                 "CPU cores": _fmt(server.cpu_cores_mean, ".2f"),
@@ -105,7 +107,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
         )
     # Columns no rung measured (no upstream, no ingest) are left out; the ingest one sits beside the
     # accept rate it qualifies.
-    for optional in (_NODES, _PARKED, _INGEST, _BUDGET, _THROTTLED, _AT_BUDGET):
+    for optional in (_NODES, _PARKED, _INGEST, _BUDGET, _THROTTLED, _AT_BUDGET, _MEAN, _THROUGHPUT):
         if rows and all(row[optional] == "-" for row in rows):
             for row in rows:
                 del row[optional]
@@ -116,6 +118,8 @@ _NODES = "CPU ms/req per API node"
 # The generator's CPU a request is its own column's ("gen CPU"): not something the target depends on.
 _NOT_DEPENDENCIES = ("target", *GENERATORS)
 _BUDGET = "CPU budget"
+_MEAN = "mean ms"
+_THROUGHPUT = "MB/s received"
 _THROTTLED = "throttled: periods, s"
 _AT_BUDGET = "projected at budget (measured/projected)"
 
