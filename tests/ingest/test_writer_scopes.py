@@ -82,9 +82,7 @@ async def test_one_key_posting_one_id_twice_stores_it_once_and_other_content_is_
     source = "wk-scopes-one-key"
     chosen = str(uuid.uuid4())
     async for client in app_client_factory(_two_writers(stack)):
-        answers = [
-            await client.post("/events", json=event(source, chosen, v="same"), headers=KEY_B) for _ in range(2)
-        ]
+        answers = [await client.post("/events", json=event(source, chosen, v="same"), headers=KEY_B) for _ in range(2)]
         assert [answer.status_code for answer in answers] == [202, 202]
         [stored_id] = {answer.json()["ids"][0] for answer in answers}
         await _settled(client, stack, source, 1)
@@ -93,8 +91,8 @@ async def test_one_key_posting_one_id_twice_stores_it_once_and_other_content_is_
         impostor = await client.post("/events", json=event(source, chosen, v="other"), headers=KEY_B)
         assert impostor.json()["ids"] == [stored_id]
 
-        async def dead_lettered() -> list[str]:
-            return await _dead_letters(stack, [stored_id])
+        async def dead_lettered(stored: str = stored_id) -> list[str]:
+            return await _dead_letters(stack, [stored])
 
         assert await eventually(dead_lettered, 30, "the conflict dead-lettered") == ["conflict"]
         assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 1
