@@ -64,7 +64,8 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
     conflicts_before = (await client.get("/ingest/stats", headers=AUTH)).json()["conflicts"]
     first_id, batch_id = str(uuid.uuid4()), str(uuid.uuid4())
     original = event(source, first_id, v="original")
-    assert (await client.post("/events", json=original, headers=AUTH)).status_code == 202
+    accepted = await client.post("/events", json=original, headers=AUTH)
+    assert accepted.status_code == 202
 
     async def written() -> bool:
         return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 1
@@ -76,17 +77,21 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
         event(source, batch_id, v="one"),  # two events with one id in a single batch: one of them conflicts
         event(source, batch_id, v="two"),
     ]
-    assert (await client.post("/events/batch", json=later, headers=AUTH)).status_code == 202
+    again = await client.post("/events/batch", json=later, headers=AUTH)
+    assert again.status_code == 202
+    # Dead letters carry the stored ids (the client's, scoped to its key: `tenk.ingest.writers`).
+    stored_first, _, stored_batch, _ = again.json()["ids"]
+    assert stored_first == accepted.json()["ids"][0]
 
     async def settled() -> bool:
         stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         return bool(stats["backlog"] == 0 and stats["conflicts"] == conflicts_before + 2)
 
     await eventually(settled, 15, "two conflicts counted")
-    [(reason, entry)] = await _dead_letters(stack, first_id)
+    [(reason, entry)] = await _dead_letters(stack, stored_first)
     assert reason == "conflict"
     assert b'"impostor"' in entry
-    [(reason, _)] = await _dead_letters(stack, batch_id)
+    [(reason, _)] = await _dead_letters(stack, stored_batch)
     assert reason == "conflict"
     stored = (await client.get(f"/events/{first_id}", headers=AUTH)).json()
     assert stored["payload"] == {"v": "original"}

@@ -18,10 +18,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tenk.ingest import codec
+from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.conftest import AUTH, ServerProcess, Stack
+from tests.conftest import AUTH, TEST_API_KEY, ServerProcess, Stack
 from tests.ingest.conftest import SpawnWorker, event, eventually
 
+OTHER_API_KEY = "tk_other_writer_for_the_property"
+OTHER_AUTH = {"Authorization": f"Bearer {OTHER_API_KEY}"}
 _VALID_SOURCE = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,20}", fullmatch=True)
 # Valid sources, each nudged the ways a regex can be fooled: trailing newlines, other whitespace, unicode.
 _SOURCE = st.one_of(
@@ -205,7 +208,9 @@ def test_every_entry_the_api_encodes_passes_the_workers_rules(one: dict[str, Any
 def test_every_event_answered_202_is_written_to_postgres(
     stack: Stack, spawn_api: Any, spawn_worker: SpawnWorker
 ) -> None:
-    api: ServerProcess = spawn_api(stack)
+    # Two writer keys post under the same client-chosen ids: neither may conflict with, or hide, the other.
+    keys = f"{digest(TEST_API_KEY)},{digest(OTHER_API_KEY)}"
+    api: ServerProcess = spawn_api(stack, TENK_API_KEYS=keys)
     spawn_worker(stack, "w-property")
     sent: dict[str, dict[str, Any]] = {}
 
@@ -214,6 +219,8 @@ def test_every_event_answered_202_is_written_to_postgres(
         @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
         @given(st.lists(_EVENT, min_size=1, max_size=3))
         # Valid events whose numbers a double would change: drawn too rarely among the hostile ones to rely on.
+        # A valid event under a client-chosen id, which both writers then use: drawn too rarely as well.
+        @example([{"source": "val-shared", "ts": "2026-01-02T03:04:05Z", "payload": {}, "event_id": "fresh"}])
         @example([{"source": "val-number", "ts": "2026-01-02T03:04:05Z", "payload": {"tiny": _NumberText("1e-400")}}])
         @example(
             [
@@ -225,12 +232,22 @@ def test_every_event_answered_202_is_written_to_postgres(
             ]
         )
         def post(drawn: list[dict[str, Any]]) -> None:
-            body = _body(_with_ids(drawn))
-            response = http.post("/events/batch", content=body, headers={"content-type": "application/json"})
-            assert response.status_code in (202, 413, 422), response.text
-            if response.status_code == 202:
-                for one, event_id in zip(_as_sent(body), response.json()["ids"], strict=True):
-                    sent[event_id] = one
+            events = _with_ids(drawn)
+            # The other writer sends other content under the same ids.
+            other = [
+                {**one, "payload": {**one["payload"], "by": "b"}} if isinstance(one.get("payload"), dict) else one
+                for one in events
+            ]
+            for headers, batch in ((AUTH, events), (OTHER_AUTH, other)):
+                body = _body(batch)
+                response = http.post(
+                    "/events/batch", content=body, headers={"content-type": "application/json", **headers}
+                )
+                assert response.status_code in (202, 413, 422), response.text
+                if response.status_code == 202:
+                    for one, event_id in zip(_as_sent(body), response.json()["ids"], strict=True):
+                        assert event_id not in sent, "another writer's event got this id"
+                        sent[event_id] = one
 
         post()
     assert sent, "no example was accepted: the strategy is too hostile to test anything"

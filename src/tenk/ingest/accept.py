@@ -5,6 +5,9 @@ Each returns a `Reply` (status, JSON body, Retry-After seconds or None), so neit
 A 503 does not say that nothing was added: a timeout can strike after Redis ran the append. A retry is
 safe when every event carries its own `event_id`, or when the request carries an `Idempotency-Key`
 (the ids generated for it are derived from the key): Postgres keeps one row per id either way.
+
+`writer` is the request's writer (`tenk.ingest.writers`): the ids a client chooses, or derives from an
+Idempotency-Key, are its own, so no other key's events can take them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from tenk.ingest import codec
 from tenk.ingest.producer import BacklogFull, NotReplicated
 from tenk.ingest.schemas import MAX_BATCH, MAX_IDEMPOTENCY_KEY
 from tenk.ingest.service import IngestService
+from tenk.ingest.writers import ANONYMOUS
 from tenk.outages import REDIS_DOWN
 from tenk.reply import Reply
 
@@ -69,13 +73,15 @@ async def _append(service: IngestService, entries: list[bytes]) -> Reply | None:
     return None
 
 
-async def accept_one(service: IngestService, body: bytes, idempotency_key: bytes | None = None) -> Reply:
+async def accept_one(
+    service: IngestService, body: bytes, idempotency_key: bytes | None = None, writer: bytes = ANONYMOUS
+) -> Reply:
     if idempotency_key is not None and not codec.valid_idempotency_key(idempotency_key):
         return Reply(422, _BAD_KEY, None)
     if service.over_capacity:
         return _busy(service)
     try:
-        entry, event_id = codec.parse_one(body, idempotency_key, _not_before(service))
+        entry, event_id = codec.parse_one(body, idempotency_key, _not_before(service), writer)
     except codec.EventErrors as exc:
         return _invalid(exc)
     if service.full_shards and service.refuses([entry]):
@@ -87,14 +93,18 @@ async def accept_one(service: IngestService, body: bytes, idempotency_key: bytes
 
 
 async def accept_batch(
-    service: IngestService, body: bytes, ndjson: bool, idempotency_key: bytes | None = None
+    service: IngestService,
+    body: bytes,
+    ndjson: bool,
+    idempotency_key: bytes | None = None,
+    writer: bytes = ANONYMOUS,
 ) -> Reply:
     if idempotency_key is not None and not codec.valid_idempotency_key(idempotency_key):
         return Reply(422, _BAD_KEY, None)
     if service.over_capacity:
         return _busy(service)
     try:
-        entries, ids = codec.parse_batch(body, ndjson, idempotency_key, _not_before(service))
+        entries, ids = codec.parse_batch(body, ndjson, idempotency_key, _not_before(service), writer)
     except codec.TooManyEvents:
         return Reply(413, _TOO_MANY, None)
     except codec.EventErrors as exc:

@@ -38,6 +38,7 @@ from tenk.ingest.schemas import (
     MAX_PAYLOAD_DEPTH,
     SOURCE_PATTERN,
 )
+from tenk.ingest.writers import ANONYMOUS, scoped_id
 
 _SOURCE = re.compile(SOURCE_PATTERN)
 _CANONICAL_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -94,14 +95,19 @@ def _epoch_ms(canonical: str) -> int:
     return (datetime.fromisoformat(canonical) - _EPOCH) // _MILLISECOND
 
 
-def keyed_id(key: bytes, index: int, source: bytes, ts: bytes, payload_json: bytes) -> str:
+def keyed_id(key: bytes, index: int, source: bytes, ts: bytes, payload_json: bytes, writer: bytes = ANONYMOUS) -> str:
     """The id of the `index`-th event of a request sent with this Idempotency-Key (RFC 9562 v8).
 
     A retry of the request (same key, same events) gets the ids of the first attempt, so Postgres keeps
     one row each. The event's content is part of the hash: two clients that happen to pick the same key
-    for different events get different ids, not a conflict.
+    for different events get different ids, not a conflict. So is the writer (`tenk.ingest.writers`):
+    another writer key sending the same events under the same Idempotency-Key gets ids of its own, so
+    neither's events are taken for the other's duplicates.
     """
-    digest = hashlib.sha256(b"\0".join((b"tenk-idempotency", key, b"%d" % index, source, ts, payload_json))).digest()
+    parts: tuple[bytes, ...] = (b"tenk-idempotency", key, b"%d" % index, source, ts, payload_json)
+    if writer != ANONYMOUS:
+        parts = (b"tenk-idempotency", writer, *parts[1:])
+    digest = hashlib.sha256(b"\0".join(parts)).digest()
     value = int.from_bytes(digest[:16]) & ~(0xF << 76) & ~(0b11 << 62)
     h = f"{value | (0x8 << 76) | (0b10 << 62):032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
@@ -179,8 +185,12 @@ def parse_event(
     key: bytes | None = None,
     index: int = 0,
     not_before: datetime | None = None,
+    writer: bytes = ANONYMOUS,
 ) -> tuple[bytes, str] | None:
     """(entry, event_id) for a valid event; otherwise appends to `problems` and returns None.
+
+    A client's `event_id` is stored as `writers.scoped_id` makes it for `writer`: the returned id is the
+    stored one.
 
     With `not_before` (retention on), an event whose `ts` is earlier is refused (`ts_too_old`).
 
@@ -201,7 +211,7 @@ def parse_event(
         pass
     elif isinstance(raw_id, str) and len(raw_id) <= 64:
         try:
-            event_id = str(UUID(raw_id))
+            event_id = scoped_id(writer, UUID(raw_id))
         except ValueError:
             problems.append({"field": f"{where}.event_id", "message": "must be a UUID"})
     else:
@@ -228,7 +238,9 @@ def parse_event(
     source_bytes, ts_bytes = source.encode(), ts_text.encode()
     if not event_id:
         event_id = (
-            uuid7(_epoch_ms(ts_text)) if key is None else keyed_id(key, index, source_bytes, ts_bytes, payload_json)
+            uuid7(_epoch_ms(ts_text))
+            if key is None
+            else keyed_id(key, index, source_bytes, ts_bytes, payload_json, writer)
         )
     entry = b"\t".join((event_id.encode(), source_bytes, ts_bytes, accepted, payload_json))
     return entry, event_id
@@ -309,7 +321,9 @@ def _numbers_problem(raw: bytes) -> str | None:
     return None
 
 
-def parse_one(body: bytes, key: bytes | None = None, not_before: datetime | None = None) -> tuple[bytes, str]:
+def parse_one(
+    body: bytes, key: bytes | None = None, not_before: datetime | None = None, writer: bytes = ANONYMOUS
+) -> tuple[bytes, str]:
     try:
         event = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -318,7 +332,7 @@ def parse_one(body: bytes, key: bytes | None = None, not_before: datetime | None
     if problem is not None:
         raise EventErrors([{"field": "body", "message": problem}])
     problems: list[Problem] = []
-    parsed = parse_event(event, "body", accepted_now(), problems, key, not_before=not_before)
+    parsed = parse_event(event, "body", accepted_now(), problems, key, not_before=not_before, writer=writer)
     if parsed is None:
         raise EventErrors(problems)
     return parsed
@@ -329,7 +343,11 @@ class TooManyEvents(Exception):
 
 
 def parse_batch(
-    body: bytes, ndjson: bool, key: bytes | None = None, not_before: datetime | None = None
+    body: bytes,
+    ndjson: bool,
+    key: bytes | None = None,
+    not_before: datetime | None = None,
+    writer: bytes = ANONYMOUS,
 ) -> tuple[list[bytes], list[str]]:
     """All events of a batch, or EventErrors listing every bad index and field (nothing is half-accepted)."""
     if ndjson:
@@ -370,7 +388,7 @@ def parse_batch(
     entries: list[bytes] = []
     ids: list[str] = []
     for index, event in enumerate(events):
-        parsed = parse_event(event, f"body[{index}]", accepted, problems, key, index, not_before)
+        parsed = parse_event(event, f"body[{index}]", accepted, problems, key, index, not_before, writer)
         if parsed is not None:
             entries.append(parsed[0])
             ids.append(parsed[1])

@@ -23,7 +23,8 @@ from tenk.ingest.schemas import (
 )
 from tenk.ingest.service import IngestService
 from tenk.ingest.stream import summed_counters
-from tenk.lane import ContentType, IdempotencyKey, RawBody, app_state, hot
+from tenk.ingest.writers import scoped_id, writer_of
+from tenk.lane import ContentType, IdempotencyKey, RawBody, app_state, header, hot, resolved
 from tenk.models import errors_documented
 from tenk.ops.auth import require_event_reader, require_writer
 from tenk.outages import REDIS_DOWN
@@ -51,6 +52,10 @@ _IDEMPOTENCY_KEY = {
     "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY, "pattern": "^[!-~]+$"},
 }
 IngestDep = Annotated[IngestService, app_state("ingest")]
+# The request's writer (`tenk.ingest.writers`): whose ids the client's are, on a write or a read by id.
+Writer = Annotated[
+    bytes, resolved(lambda state, scope: writer_of(bool(state.settings.api_keys), header(scope, b"authorization")))
+]
 EventCursors = Annotated[CursorCodec, cursors("events")]
 
 
@@ -71,8 +76,8 @@ def _redis_down() -> Response:
     },
 )
 @hot
-async def post_event(ingest: IngestDep, body: RawBody, idempotency_key: IdempotencyKey) -> Reply:
-    return await accept_one(ingest, body, idempotency_key)
+async def post_event(ingest: IngestDep, body: RawBody, idempotency_key: IdempotencyKey, writer: Writer) -> Reply:
+    return await accept_one(ingest, body, idempotency_key, writer)
 
 
 @router.post(
@@ -95,9 +100,9 @@ async def post_event(ingest: IngestDep, body: RawBody, idempotency_key: Idempote
 )
 @hot
 async def post_batch(
-    ingest: IngestDep, body: RawBody, content_type: ContentType, idempotency_key: IdempotencyKey
+    ingest: IngestDep, body: RawBody, content_type: ContentType, idempotency_key: IdempotencyKey, writer: Writer
 ) -> Reply:
-    return await accept_batch(ingest, body, b"ndjson" in content_type, idempotency_key)
+    return await accept_batch(ingest, body, b"ndjson" in content_type, idempotency_key, writer)
 
 
 @router.get(
@@ -106,9 +111,17 @@ async def post_batch(
     responses=errors_documented({404: "Not written (yet), or never sent"}),
     dependencies=[Depends(require_event_reader)],
     summary="One written event",
+    description="By the id a 202 answered; or, with the key that wrote it, by the event_id its client chose"
+    " (stored under an id scoped to that key, see docs/ingest.md).",
 )
-async def get_event(event_id: UUID, ingest: IngestDep) -> Response:
-    row: str | None = await ingest.pg.fetchval(queries.EVENT_BY_ID, event_id)
+async def get_event(event_id: UUID, ingest: IngestDep, writer: Writer) -> Response:
+    row: str | None = None
+    scoped = scoped_id(writer, event_id)
+    if scoped != str(event_id):
+        # The reader's own event under the id its client chose comes first; then the id as stored.
+        row = await ingest.pg.fetchval(queries.EVENT_BY_ID, UUID(scoped))
+    if row is None:
+        row = await ingest.pg.fetchval(queries.EVENT_BY_ID, event_id)
     if row is None:
         raise NotFoundError("no such event (it may not be written yet)", field="path.event_id")
     return Response(row.encode(), media_type=_JSON)

@@ -19,6 +19,13 @@ def new_api_key() -> str:
     return "tk_" + secrets.token_urlsafe(32)
 
 
+def bearer_key(authorization: bytes) -> str | None:
+    """The key of a raw `Authorization: Bearer <key>` header, or None."""
+    scheme, _, key = authorization.decode("latin-1").partition(" ")
+    key = key.strip()
+    return key if scheme.lower() == "bearer" and key else None
+
+
 def key_is_accepted(key: str, accepted_digests: list[str]) -> bool:
     presented = digest(key).encode()
     matched = False

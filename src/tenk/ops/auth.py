@@ -18,7 +18,7 @@ from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tenk.errors import ForbiddenError, UnauthorizedError
-from tenk.ops.api_keys import key_is_accepted
+from tenk.ops.api_keys import bearer_key, key_is_accepted
 
 if TYPE_CHECKING:
     from tenk.settings import Settings
@@ -37,10 +37,8 @@ def check_credentials(credentials: HTTPAuthorizationCredentials | None, accepted
 
 def check_authorization_header(value: bytes, accepted_digests: list[str]) -> None:
     """The same check on a raw `Authorization` header, for the hot lane."""
-    scheme, _, key = value.decode("latin-1").partition(" ")
-    credentials = None
-    if scheme.lower() == "bearer" and key.strip():
-        credentials = HTTPAuthorizationCredentials(scheme=scheme, credentials=key.strip())
+    key = bearer_key(value)
+    credentials = None if key is None else HTTPAuthorizationCredentials(scheme="Bearer", credentials=key)
     check_credentials(credentials, accepted_digests)
 
 
