@@ -9,8 +9,9 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import event
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 async def _stream_length(stack: Stack) -> int:

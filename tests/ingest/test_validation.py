@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from tenk.ingest import codec
 from tenk.settings import Settings
-from tests.conftest import AUTH, ServerProcess, Stack
 from tests.ingest.conftest import SpawnWorker, event, eventually
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 _VALID_SOURCE = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:\-]{0,20}", fullmatch=True)
 # Valid sources, each nudged the ways a regex can be fooled: trailing newlines, other whitespace, unicode.
