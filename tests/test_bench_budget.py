@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import VENV_BIN
+from tests.support.stack import VENV_BIN
 
 pytestmark = [
     pytest.mark.slow,

@@ -8,7 +8,7 @@ import orjson
 from benchmarks.full_ranking import FullRankingSearch, create_app
 
 from tenk.search.queries import RANK_ALL_MATCHES
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 async def test_the_full_ranking_app_answers_search_with_the_full_ranking(stack: Stack) -> None:

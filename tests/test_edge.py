@@ -12,7 +12,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tenk.app import create_app
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 EVENT = orjson.dumps({"source": "edge-test", "ts": "2026-01-01T00:00:00Z", "payload": {"n": 1}})
 

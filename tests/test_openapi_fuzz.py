@@ -20,7 +20,8 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 
 from tenk.lab.targets.mock_upstream import Profile, start_mock_upstream
 from tenk.stack import start_http_server
-from tests.conftest import AUTH, VENV_BIN, Stack, own_stack
+from tests.support.clients import AUTH
+from tests.support.stack import VENV_BIN, Stack, own_stack
 
 # Per operation; TENK_FUZZ_EXAMPLES=300 for a deeper run by hand.
 EXAMPLES = int(os.environ.get("TENK_FUZZ_EXAMPLES", "40"))

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from tenk.catalog.service import CatalogService
 from tenk.catalog.settings import CatalogSettings
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 @pytest.fixture

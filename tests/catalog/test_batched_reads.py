@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from tenk.catalog import queries
 from tenk.catalog.batched_reads import BatchedReads
 from tenk.settings import Settings
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 CONCURRENT = 50
 

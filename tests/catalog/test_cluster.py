@@ -16,7 +16,9 @@ from tenk.connections import redis_from_url
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
 from tests.catalog.test_invalidation import ack_timeouts
-from tests.conftest import AUTH, ServerProcess, Stack
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.cluster
 

@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.conftest import AUTH, ServerProcess, Stack
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 # A local TTL far longer than the test: seeing the new value can only come from the invalidation.
 LONG_LOCAL_TTL = {"TENK_CATALOG_LOCAL_TTL_S": "300"}

@@ -10,7 +10,8 @@ import httpx
 from tenk.catalog.service import MISSING, CatalogService
 from tenk.catalog.settings import CatalogSettings
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 HOT = range(1, 51)
 # TTLs far longer than the test, so that a hot entry can leave the LRU only by eviction.

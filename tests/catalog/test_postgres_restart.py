@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY
 from tenk.app import create_app
 from tenk.catalog.service import CatalogService
 from tenk.resilience import BreakerState
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 DEADLINE_S = 30.0
 

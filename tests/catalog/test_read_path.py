@@ -8,7 +8,8 @@ from redis.asyncio import Redis
 
 from tenk.catalog import keys
 from tenk.catalog.service import MISSING, CatalogService
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 async def test_a_burst_of_200_misses_on_one_key_costs_one_select(

@@ -9,7 +9,8 @@ from redis.asyncio import Redis
 
 from tenk.catalog import keys
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 INVALIDATED_WITHIN_S = 60.0
 

@@ -21,8 +21,9 @@ from tenk.catalog import keys, metrics
 from tenk.catalog.service import CatalogService
 from tenk.stack import start_on_free_port
 from tenk.stack.pg_replica import LocalPgReplica
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.cluster
 

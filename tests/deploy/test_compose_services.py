@@ -24,8 +24,8 @@ from tenk.stack._ports import wait_listening
 from tenk.stack.migrate import migrate
 from tenk.stack.postgres import _bin_dir
 from tenk.stack.redis import redis_server_path
-from tests.conftest import SERVER_START_S, Stack
 from tests.deploy.test_compose import COMPOSE, service_script
+from tests.support.stack import SERVER_START_S, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT_SQL = ROOT / "deploy" / "postgres" / "initdb" / "10-app-role.sql"

@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import SERVER_START_S, VENV_BIN, ServerProcess, Stack
+from tests.support.servers import ServerProcess
+from tests.support.stack import SERVER_START_S, VENV_BIN, Stack
 
 
 def test_a_cursor_from_one_replica_pages_on_another(

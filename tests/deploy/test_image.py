@@ -20,7 +20,8 @@ import httpx
 import pytest
 
 from tenk.stack import free_port, wait_http_ok
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDAH = shutil.which("buildah")

@@ -20,7 +20,6 @@ import pytest
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, wait_http_ok
-from tests.conftest import AUTH, ServerProcess, Stack
 from tests.deploy.promql import (
     DASHBOARD,
     RULES,
@@ -32,6 +31,9 @@ from tests.deploy.promql import (
     unexported,
 )
 from tests.ingest.conftest import SpawnWorker, event
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 PROMETHEUS = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(

@@ -21,9 +21,10 @@ from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.ops.logging import JsonFormatter
 from tenk.ops.settings import OpsSettings
 from tenk.ops.tracing import app_factory, install_trace_ids_in_logs, setup_tracing
-from tests.conftest import AUTH, Stack
 from tests.deploy.otlp import Receiver, Span, receiving
 from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import SERVER_START_S, VENV_BIN
 from tests.doctor.expectations import FIXTURES
+from tests.support.stack import SERVER_START_S, VENV_BIN
 
 REPO = Path(__file__).parents[2]
 

@@ -17,7 +17,8 @@ from redis.asyncio import Redis
 from tenk.ingest import keys
 from tenk.stack import Spawned, spawn_logged
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.conftest import AUTH, VENV_BIN, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import VENV_BIN, Stack
 
 # Ingest on the local Redis Cluster (the `cluster` tests) is split into this many stream shards.
 CLUSTER_SHARDS = 3

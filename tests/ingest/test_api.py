@@ -11,8 +11,9 @@ from redis.asyncio import Redis
 from tenk.ingest import keys
 from tenk.ingest.writers import scoped_id
 from tenk.ops.api_keys import digest
-from tests.conftest import AUTH, TEST_API_KEY, Stack
 from tests.ingest.conftest import event
+from tests.support.clients import AUTH, TEST_API_KEY
+from tests.support.stack import Stack
 
 
 async def _stream_length(stack: Stack) -> int:

@@ -11,8 +11,9 @@ from redis.asyncio import Redis
 
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, eventually, post_until_refused
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 BYTE_CAP = 200_000
 PAYLOAD = "x" * 3_000

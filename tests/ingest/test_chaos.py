@@ -13,8 +13,10 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import AUTH, ServerProcess, Stack, _short_tmp, start_stack
 from tests.ingest.conftest import SpawnWorker, WorkerProcess, count_rows, eventually
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack, _short_tmp, start_stack
 
 TOTAL = 50_000
 BATCH = 250

@@ -21,8 +21,9 @@ from tenk.ingest.producer import StreamProducer
 from tenk.outages import REDIS_DOWN
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import CLUSTER_SHARDS, SpawnWorker, count_rows, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.cluster
 

@@ -20,10 +20,12 @@ import pytest
 from tenk.ingest import keys
 from tenk.stack.pgbouncer import LocalPgBouncer
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.conftest import AUTH, ServerProcess, Stack
 from tests.ingest.conftest import SpawnWorker, eventually
 from tests.ingest.test_chaos import SENDERS, Sender, _kill_mid_flush
 from tests.stack.pgbouncer import pooled_env
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.cluster
 

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from tenk.stack import Spawned, start_http_server
-from tests.conftest import AUTH, VENV_BIN, Stack
 from tests.ingest.conftest import count_rows, event, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import VENV_BIN, Stack
 
 
 async def _dead_letters(stack: Stack, event_id: str) -> list[tuple[str, bytes]]:

@@ -9,7 +9,7 @@ import pytest
 
 from tenk.ingest import dead_letters, queries
 from tenk.stack.migrate import migrate
-from tests.conftest import Stack, fresh_database
+from tests.support.stack import Stack, fresh_database
 
 
 @pytest.fixture

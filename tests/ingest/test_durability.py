@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from tenk.settings import Settings
 from tenk.stack import EmbeddedRedis, start_on_free_port
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 async def _durability_check(client: httpx.AsyncClient) -> tuple[str, dict[str, object]]:

@@ -15,7 +15,7 @@ import pytest
 from tenk.ingest import codec, partitions, queries
 from tenk.ingest.writer import PostgresWriter
 from tenk.stack.migrate import migrate
-from tests.conftest import Stack, fresh_database
+from tests.support.stack import Stack, fresh_database
 
 PARTITIONS = 400
 ROWS = 200

@@ -7,7 +7,7 @@ import asyncpg
 
 from tenk.ingest import codec, queries
 from tenk.stack.migrate import migrate
-from tests.conftest import Stack, fresh_database
+from tests.support.stack import Stack, fresh_database
 
 STORED = 300_000
 BATCH = 1_000

@@ -13,8 +13,9 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, count_rows, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 def _events(source: str) -> list[dict[str, object]]:

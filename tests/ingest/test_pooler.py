@@ -9,9 +9,10 @@ import psutil
 import pytest
 
 from tenk.stack.pgbouncer import LocalPgBouncer
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
 from tests.stack.pgbouncer import pooled_env
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.cluster
 

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually, post_until_refused
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 CAP = 2_000
 BATCH = 100

@@ -12,8 +12,8 @@ import pytest
 
 from tenk.ingest import codec
 from tenk.ingest.writer import PostgresWriter, SchemaMissing
-from tests.conftest import Stack
 from tests.ingest.conftest import event
+from tests.support.stack import Stack
 
 SCHEMA_WAIT_S = 0.5
 

@@ -14,8 +14,9 @@ from tenk.catalog import keys as catalog_keys
 from tenk.ingest import keys
 from tenk.settings import Settings
 from tenk.stack.redis_sentinel import LocalRedisSentinel
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, event, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 AppClients = Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
 

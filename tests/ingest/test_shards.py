@@ -9,8 +9,9 @@ from redis.asyncio import Redis
 
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 EVENTS = 40
 SOURCE = "fewer-shards"

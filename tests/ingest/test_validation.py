@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 from tenk.ingest import codec
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.conftest import AUTH, TEST_API_KEY, ServerProcess, Stack
 from tests.ingest.conftest import SpawnWorker, event, eventually
+from tests.support.clients import AUTH, TEST_API_KEY
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 OTHER_API_KEY = "tk_other_writer_for_the_property"
 OTHER_AUTH = {"Authorization": f"Bearer {OTHER_API_KEY}"}

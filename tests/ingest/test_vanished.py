@@ -11,8 +11,9 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
-from tests.conftest import AUTH, Stack
 from tests.ingest.conftest import SpawnWorker, add_entries, count_rows, event, eventually
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 async def _read_as(redis: Redis, consumer: str, source: str, count: int) -> list[Any]:

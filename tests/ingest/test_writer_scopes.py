@@ -14,8 +14,9 @@ import pytest
 from tenk.ingest.writers import ANONYMOUS, scoped_id
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.conftest import TEST_API_KEY, Stack
 from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.support.clients import TEST_API_KEY
+from tests.support.stack import Stack
 
 OTHER_API_KEY = "tk_other_writer_for_the_suite"
 KEY_A = {"Authorization": f"Bearer {TEST_API_KEY}"}

@@ -19,8 +19,8 @@ from tenk.lab.documents import CapacityResult, LoadFigures, ServerSample, Step, 
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.runner import run_ladder
-from tests.conftest import Stack
 from tests.lab.test_capacity import lab_env, mix_file
+from tests.support.stack import Stack
 
 pytestmark = [
     pytest.mark.slow,

@@ -18,7 +18,7 @@ from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.runner import run_ladder
 from tenk.stack import port_is_open
-from tests.conftest import free_port_run
+from tests.support.stack import free_port_run
 
 pytestmark = pytest.mark.cluster
 TARGET_CPU = sorted(os.sched_getaffinity(0))[0]

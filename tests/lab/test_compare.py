@@ -31,7 +31,8 @@ from tenk.lab.errors import LabError
 from tenk.lab.results import latency
 from tenk.lab.results.compare import compare_rows, merge_results
 from tenk.lab.results.markdown import markdown
-from tests.conftest import ServerProcess, Stack
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 
 def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0) -> LoadFigures:

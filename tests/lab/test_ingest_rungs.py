@@ -26,8 +26,9 @@ from tenk.lab.measuring.runner import run_ladder
 from tenk.lab.measuring.state import REDIS_FLUSHED
 from tenk.stack import EmbeddedRedis
 from tenk.stack._ports import start_on_free_port
-from tests.conftest import TEST_API_KEY, Stack
 from tests.lab.test_capacity import REPO
+from tests.support.clients import TEST_API_KEY
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.slow
 TARGET_CPU = sorted(os.sched_getaffinity(0))[0]

@@ -25,7 +25,8 @@ from tenk.lab.measuring.runner import run_ladder, time_bound_s
 from tenk.lab.targets.baselines import WSGI_BASELINES
 from tenk.settings import Settings
 from tenk.settings_doc import documented
-from tests.conftest import TEST_API_KEY, Stack
+from tests.support.clients import TEST_API_KEY
+from tests.support.stack import Stack
 
 PRESETS = [
     "async-ladder",

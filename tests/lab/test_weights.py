@@ -11,7 +11,9 @@ import pytest
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.wrk import run_wrk
-from tests.conftest import TEST_API_KEY, ServerProcess, Stack
+from tests.support.clients import TEST_API_KEY
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 
 def test_endpoint_shares_hold_within_two_percent_against_the_service(

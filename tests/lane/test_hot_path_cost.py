@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message
 
 from tenk.app import create_app
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 REQUESTS = 200
 # Measured: 23 before the edge (the lane in front of FastAPI's middleware) and 23 with it. Exact, not a

@@ -29,7 +29,8 @@ from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.lane import HotCall
 from tenk.pagination import cursor_codec
 from tenk.stack import free_port
-from tests.conftest import AUTH, TEST_CURSOR_SECRET, Stack
+from tests.support.clients import AUTH, TEST_CURSOR_SECRET
+from tests.support.stack import Stack
 
 BIG = "9" * 5000
 MAX_ID = 2**63 - 1

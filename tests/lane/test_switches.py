@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tenk.app import create_app
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 def test_the_lane_is_on_by_default_and_off_with_the_switch(stack: Stack) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from tenk.ops.api_keys import digest, key_is_accepted
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 NEW_TASK = {"title": "auth check"}
 

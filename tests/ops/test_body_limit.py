@@ -5,7 +5,8 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 async def test_body_over_the_limit_is_413(

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from tenk.stack import port_is_open
-from tests.conftest import ServerProcess, Stack
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 pytestmark = pytest.mark.cluster
 

@@ -6,7 +6,8 @@ import httpx
 
 from tenk.settings import Settings
 from tenk.stack import free_port
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 async def test_ready_reports_each_dependency(client: httpx.AsyncClient) -> None:

@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from tests.conftest import ServerProcess, Stack
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 # The last request's count lands within milliseconds of its answer; this bound only keeps a lost count
 # from hanging the test.

@@ -7,7 +7,9 @@ from collections.abc import Callable
 import httpx
 
 from tenk.stack import free_port
-from tests.conftest import AUTH, ServerProcess, Stack
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 
 def test_metrics_move_to_their_own_port_and_leave_the_traffic_port(

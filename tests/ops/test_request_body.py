@@ -15,7 +15,9 @@ import psutil
 
 from tenk.app import create_app
 from tenk.ops.request_body import api_routes, writer_routes
-from tests.conftest import AUTH, ServerProcess, Stack
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 ANSWER_WITHIN_S = 10.0
 BODY_TIMEOUT_S = 1.0

@@ -9,7 +9,7 @@ import pytest
 
 from tenk.ops.logging import JsonFormatter
 from tenk.settings import Settings
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 @pytest.mark.parametrize("path", ["/products/3", "/tasks", "/ping", "/no-such-route"])

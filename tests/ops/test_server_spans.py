@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from tenk.app import create_app
 from tenk.ops.server_spans import RequestSampler, ServerSpans, TraceIdsDrawnAhead
 from tenk.ops.settings import OpsSettings
-from tests.conftest import AUTH, Stack
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 # A remote parent that did not sample its trace (W3C flags 00).
 UNSAMPLED_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"

@@ -19,7 +19,9 @@ import httpx
 import pytest
 
 from tenk.outages import postgres_is_down
-from tests.conftest import AUTH, ServerProcess, Stack
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 # Transient or infrastructure failures, by the class asyncpg raises (the class carries the SQLSTATE).
 DOWN = [

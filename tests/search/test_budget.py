@@ -9,8 +9,9 @@ import pytest
 
 from tenk.search.budget import ClientBudget, SearchBudgetError, SharedTime, client_key
 from tenk.settings import Settings
-from tests.conftest import AUTH, Stack
 from tests.search.test_cache import SteppedClock
+from tests.support.clients import AUTH
+from tests.support.stack import Stack
 
 
 def test_a_client_past_its_burst_is_refused_until_tokens_come_back() -> None:

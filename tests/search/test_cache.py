@@ -10,7 +10,7 @@ from tenk.search.queries import RANK_CANDIDATES, RANK_ONE_WORD
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.seed import VOCABULARY
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 class SteppedClock:

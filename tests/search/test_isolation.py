@@ -16,7 +16,9 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import AUTH, ServerProcess, Stack, _short_tmp, start_stack
+from tests.support.clients import AUTH
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack, _short_tmp, start_stack
 
 PRODUCTS = 20_000
 ROUNDS = 6

@@ -17,7 +17,7 @@ from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
 from tenk.stack.seed import VOCABULARY, products, seed
-from tests.conftest import Stack, fresh_database
+from tests.support.stack import Stack, fresh_database
 
 CANDIDATES = 10
 STALE_POSTINGS = """

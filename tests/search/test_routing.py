@@ -11,7 +11,7 @@ import orjson
 from tenk.app import create_app
 from tenk.search.queries import RANK_ALL_MATCHES, RANK_CANDIDATES
 from tenk.stack.seed import VOCABULARY
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 CANDIDATES = 10
 IN_FULL_UP_TO = 6 * CANDIDATES

@@ -3,7 +3,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import AUTH
+from tests.support.clients import AUTH
 
 
 async def test_search_ranks_name_matches_above_description_matches(client: httpx.AsyncClient) -> None:

@@ -8,8 +8,8 @@ import pytest
 from tenk.search import spelling
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
-from tests.conftest import Stack
 from tests.search.test_cache import _counted_pool, _searches
+from tests.support.stack import Stack
 
 
 @pytest.mark.parametrize(

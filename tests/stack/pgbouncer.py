@@ -15,7 +15,8 @@ import pytest
 from tenk.app import create_app
 from tenk.stack import start_on_free_port
 from tenk.stack.pgbouncer import LocalPgBouncer, PgBouncerMissingError, pgbouncer_path
-from tests.conftest import Stack, _client_for
+from tests.support.inprocess import in_process_client
+from tests.support.stack import Stack
 
 # Fewer server connections than the clients use (the API's pool, the worker's writers), so that
 # transactions of one client land on different server connections, as on a busy pooler.
@@ -66,5 +67,5 @@ def bouncer(stack: Stack) -> Iterator[LocalPgBouncer]:
 async def pooled_client(stack: Stack, bouncer: LocalPgBouncer) -> AsyncIterator[httpx.AsyncClient]:
     """An in-process API whose every Postgres connection goes through the transaction pooler."""
     settings = stack.settings(database={"url": bouncer.url, "pooler": "transaction", "direct_url": stack.pg.url})
-    async for client in _client_for(create_app(settings)):
+    async for client in in_process_client(create_app(settings)):
         yield client

@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 from tenk.stack.dev import Child, GaveUpError, Supervisor
-from tests.conftest import VENV_BIN
 from tests.stack.conftest import DevRun, dev_run, read_write_and_event
+from tests.support.stack import VENV_BIN
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from tenk.settings import Settings
 from tenk.stack import port_is_open
 from tenk.stack.migrate import migrate
 from tenk.stack.seed import seed
-from tests.conftest import AUTH, TEST_API_KEY
+from tests.support.clients import AUTH, TEST_API_KEY
 
 SYSTEM_PG = "postgresql://postgres@127.0.0.1:5432"
 SYSTEM_REDIS = "redis://127.0.0.1:6379/9"

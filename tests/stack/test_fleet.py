@@ -14,8 +14,9 @@ import pytest
 
 from tenk.stack import PortTakenError, free_port
 from tenk.stack.fleet import Fleet
-from tests.conftest import AUTH, Stack, own_stack
 from tests.stack.open_loop import OpenLoop
+from tests.support.clients import AUTH
+from tests.support.stack import Stack, own_stack
 
 pytestmark = pytest.mark.cluster
 

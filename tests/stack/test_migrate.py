@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncpg
 
 from tenk.stack.migrate import bundled_migrations, migrate
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 async def test_migrations_are_numbered_uniquely_and_in_order() -> None:

@@ -15,7 +15,7 @@ from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, free_port
 from tenk.stack.migrate import migrate
 from tenk.stack.pg_replica import LocalPgReplica
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 # Things only a superuser may do, each a way from an SQL injection to the server user's shell or files.
 SUPERUSER_ONLY = [

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tenk.stack.pgbouncer import LocalPgBouncer
-from tests.conftest import AUTH
+from tests.support.clients import AUTH
 
 pytestmark = pytest.mark.cluster
 

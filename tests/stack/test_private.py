@@ -24,8 +24,8 @@ from tenk.stack._private import (
 )
 from tenk.stack.devkey import ensure_dev_key
 from tenk.stack.redis import redis_server_path
-from tests.conftest import Stack
 from tests.stack.test_embedded import _tenk
+from tests.support.stack import Stack
 
 
 def _modes(paths: list[Path]) -> dict[Path, int]:

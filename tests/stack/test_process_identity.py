@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, start_on_free_port
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import socket
 import redis
 
 from tenk.stack.redis import CLIENT_QUERY_BUFFER_LIMIT, PROTO_MAX_BULK_LEN
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 MB = 1024 * 1024
 # The server answers a refused header at once; this only bounds a server that waits for the body instead.

@@ -6,7 +6,7 @@ import asyncpg
 
 from tenk.stack.migrate import migrate
 from tenk.stack.seed import restore_products, seed
-from tests.conftest import Stack, fresh_database
+from tests.support.stack import Stack, fresh_database
 
 
 async def test_seeding_an_empty_catalogue_leaves_no_invalidations_to_deliver_and_later_writes_record_theirs(

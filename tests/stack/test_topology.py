@@ -13,8 +13,8 @@ import pytest
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, port_is_open
-from tests.conftest import VENV_BIN, free_port_run
 from tests.stack.open_loop import OpenLoop
+from tests.support.stack import VENV_BIN, free_port_run
 
 pytestmark = pytest.mark.cluster
 

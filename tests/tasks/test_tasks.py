@@ -6,7 +6,7 @@ import base64
 import httpx
 import pytest
 
-from tests.conftest import AUTH
+from tests.support.clients import AUTH
 
 
 async def test_create_read_and_patch_a_task(client: httpx.AsyncClient) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.settings import Settings
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 QuotesClient = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
 

@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
-from tests.conftest import ServerProcess, Stack
+from tests.support.servers import ServerProcess
+from tests.support.stack import Stack
 
 PARKED = 2_000
 PATHS = ("/ping", "/products/1")

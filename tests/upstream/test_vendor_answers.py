@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from tenk.settings import Settings
-from tests.conftest import Stack
+from tests.support.stack import Stack
 from tests.upstream.conftest import OddVendor
 
 

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.settings import Settings
 from tenk.stack import free_port, wait_http_ok
-from tests.conftest import AUTH as TENK_AUTH
-from tests.conftest import VENV_BIN, Stack
+from tests.support.clients import AUTH as TENK_AUTH
+from tests.support.stack import VENV_BIN, Stack
 
 BASELINES = ["naive_sync", "naive_blocking", "naive_async"]
 AUTH = {"Authorization": "Bearer any-key-at-all"}

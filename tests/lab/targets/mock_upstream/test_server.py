@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from tenk.lab.targets.mock_upstream import ADMIN_TOKEN_ENV, MockUpstreamProcess
 from tenk.stack import Spawned, start_http_server
-from tests.conftest import SERVER_START_S, VENV_BIN
+from tests.support.stack import SERVER_START_S, VENV_BIN
 
 
 def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> None:

@@ -1,0 +1,1 @@
+"""Test helpers: the stack, clients, the app in process. Conftests only declare fixtures from these."""
