@@ -9,10 +9,8 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
-from tenk.ingest.writers import scoped_id
-from tenk.ops.api_keys import digest
 from tests.ingest.conftest import event
-from tests.support.clients import AUTH, TEST_API_KEY
+from tests.support.clients import AUTH, stored_id
 from tests.support.stack import Stack
 
 
@@ -24,16 +22,11 @@ async def _stream_length(stack: Stack) -> int:
         await redis.aclose()
 
 
-def _stored(client_id: str) -> str:
-    """The id stored for a client's id sent with the suite's key (`tenk.ingest.writers`)."""
-    return scoped_id(digest(TEST_API_KEY).encode(), uuid.UUID(client_id))
-
-
 async def test_one_event_is_accepted_with_its_id(client: httpx.AsyncClient) -> None:
     event_id = str(uuid.uuid4())
     response = await client.post("/events", json=event("api-one", event_id), headers=AUTH)
     assert response.status_code == 202
-    assert response.json() == {"accepted": 1, "ids": [_stored(event_id)]}
+    assert response.json() == {"accepted": 1, "ids": [stored_id(event_id)]}
 
 
 async def test_missing_id_is_generated_as_a_time_ordered_uuid(client: httpx.AsyncClient) -> None:
@@ -47,7 +40,7 @@ async def test_batch_accepts_a_json_array_and_ndjson(client: httpx.AsyncClient) 
     events = [event("api-batch", str(uuid.uuid4()), i=i) for i in range(5)]
     response = await client.post("/events/batch", json=events, headers=AUTH)
     assert response.status_code == 202
-    assert response.json() == {"accepted": 5, "ids": [_stored(str(e["event_id"])) for e in events]}
+    assert response.json() == {"accepted": 5, "ids": [stored_id(str(e["event_id"])) for e in events]}
 
     ndjson = b"\n".join(orjson.dumps(e) for e in events) + b"\n"
     response = await client.post(

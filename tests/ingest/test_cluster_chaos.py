@@ -23,7 +23,7 @@ from tenk.stack.redis_cluster import LocalRedisCluster
 from tests.ingest.conftest import SpawnWorker, eventually
 from tests.ingest.test_chaos import SENDERS, Sender, _kill_mid_flush
 from tests.stack.pgbouncer import pooled_env
-from tests.support.clients import AUTH
+from tests.support.clients import AUTH, stored_id
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
 
@@ -177,10 +177,13 @@ async def _chaos_run(
         async def settled() -> bool:
             # A worker acknowledges only what Postgres committed: once nothing is left in the
             # backlog, whatever is missing was lost, not late.
-            return len(await _copies_of(stack, ids)) == TOTAL or await drained()
+            return len(await _copies_of(stack, [stored_id(i) for i in ids])) == TOTAL or await drained()
 
         await eventually(settled, DRAIN_WITHIN_S, f"all {TOTAL} events written after {log}", every=0.5)
-        outcome = Outcome(ids, await _copies_of(stack, ids), await _dead_letters_of(stack, ids), accepted_per_s, log)
+        stored = [stored_id(i) for i in ids]  # each stored under its writer's scope
+        outcome = Outcome(
+            stored, await _copies_of(stack, stored), await _dead_letters_of(stack, stored), accepted_per_s, log
+        )
         await eventually(drained, 30, "the backlog of every shard to reach zero")
         assert workers[1].process.poll() is None, workers[1].log_tail()
     log.append(f"{len(outcome.missing)} lost, in {time.monotonic() - started:.1f}s")

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
 from tests.ingest.conftest import SpawnWorker, add_entries, count_rows, event, eventually
-from tests.support.clients import AUTH
+from tests.support.clients import AUTH, stored_id
 from tests.support.stack import Stack
 
 
@@ -44,7 +44,7 @@ async def test_accepted_events_are_written_and_read_back(
         page = (await client.get(url, headers=AUTH)).json()
         seen += [item["event_id"] for item in page["items"]]
         url = f"/sources/wk-read/events?limit=3&after={page['next']}" if page["next"] else ""
-    assert sorted(seen) == sorted(str(e["event_id"]) for e in events)
+    assert sorted(seen) == sorted(stored_id(str(e["event_id"])) for e in events)
 
 
 async def test_the_same_ids_posted_twice_leave_one_row_each(
