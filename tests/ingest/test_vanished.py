@@ -1,5 +1,6 @@
 """Entries deleted from the stream while pending come back from XCLAIM and XAUTOCLAIM as nil (Redis 6.2,
-redis#7021): they are acknowledged and counted, and the rest of their batch is written."""
+redis#7021), or are dropped from the pending list by them (Redis 7, Valkey): either way they are
+acknowledged and counted once, and the rest of their batch is written."""
 
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ async def _stats(client: httpx.AsyncClient) -> dict[str, int]:
     return stats
 
 
+async def _still_pending(redis: Redis, entry_ids: list[Any]) -> list[Any]:
+    """Which of `entry_ids` the group still holds as read and not acknowledged. Asked of these entries only:
+    the stream is the session's, and other tests' leftovers may be pending under consumers long gone."""
+    found = []
+    for entry_id in entry_ids:
+        if await redis.xpending_range(keys.STREAM, keys.GROUP, min=entry_id, max=entry_id, count=1):
+            found.append(entry_id)
+    return found
+
+
 async def _rows(stack: Stack, source: str) -> int:
     return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source)
 
@@ -56,7 +67,7 @@ async def test_an_entry_deleted_while_a_dead_consumer_held_it_does_not_sink_the_
 
         async def forgotten() -> bool:
             stats = await _stats(client)
-            return stats["pending"] == 0 and stats["vanished"] == vanished_before + 1
+            return not await _still_pending(redis, ids) and stats["vanished"] == vanished_before + 1
 
         await eventually(forgotten, 10, "the deleted entry to be acknowledged and counted")
         await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost-vanish")
@@ -73,17 +84,17 @@ async def test_an_entry_deleted_while_pending_does_not_sink_the_replayed_batch(
         # A previous run of this worker read these and died; one was deleted meanwhile.
         ids = await _read_as(redis, "w-vanish-replay", "wk-vanish-replay", 6)
         await redis.xdel(keys.STREAM, ids[0], ids[4])
+        spawn_worker(stack, "w-vanish-replay")
+
+        async def landed() -> bool:
+            return await _rows(stack, "wk-vanish-replay") == 4
+
+        await eventually(landed, 20, "the 4 entries that still exist")
+
+        async def forgotten() -> bool:
+            stats = await _stats(client)
+            return not await _still_pending(redis, ids) and stats["vanished"] == vanished_before + 2
+
+        await eventually(forgotten, 10, "the deleted entries to be acknowledged and counted")
     finally:
         await redis.aclose()
-    spawn_worker(stack, "w-vanish-replay")
-
-    async def landed() -> bool:
-        return await _rows(stack, "wk-vanish-replay") == 4
-
-    await eventually(landed, 20, "the 4 entries that still exist")
-
-    async def forgotten() -> bool:
-        stats = await _stats(client)
-        return stats["pending"] == 0 and stats["backlog"] == 0 and stats["vanished"] == vanished_before + 2
-
-    await eventually(forgotten, 10, "the deleted entries to be acknowledged and counted")

@@ -333,7 +333,11 @@ class Worker:
                 if not pending:
                     return
                 ids = [row["message_id"] for row in pending]
-                claimed: Any = await self.redis.xclaim(stream, keys.GROUP, self.name, 0, ids)
+                # Deleted entries first: from Redis 7 (and in Valkey) XCLAIM drops them from the pending
+                # list without a word, so after it there would be nothing left to acknowledge and count.
+                gone = set(await self._forget_vanished(shard, ids))
+                live = [stream_id for stream_id in ids if stream_id not in gone]
+                claimed: Any = await self.redis.xclaim(stream, keys.GROUP, self.name, 0, live) if live else []
             except REDIS_DOWN as exc:
                 logger.warning("replay of pending entries failed (%s); retrying", exc)
                 await asyncio.sleep(0.2)
@@ -342,7 +346,8 @@ class Worker:
             counts = {row["message_id"]: int(row["times_delivered"]) + 1 for row in pending}
             metrics.REPLAYED.inc(self._take(shard, claimed, counts))
             returned = {stream_id for stream_id, _ in claimed}
-            await self._forget_vanished(shard, [stream_id for stream_id in ids if stream_id not in returned])
+            # Redis 6.2 answers a deleted entry as nil and keeps it pending (redis#7021): one deleted since.
+            await self._forget_vanished(shard, [stream_id for stream_id in live if stream_id not in returned])
             start = "(" + reply_text(ids[-1])
 
     async def _flush_forever(self) -> None:
@@ -576,19 +581,19 @@ class Worker:
         )
         return [row["message_id"] for row in pending if row["message_id"] not in self.held[shard]]
 
-    async def _forget_vanished(self, shard: int, candidates: list[bytes]) -> None:
+    async def _forget_vanished(self, shard: int, candidates: list[bytes]) -> list[bytes]:
         """Acknowledge the candidates that no longer exist in the stream: pending entries someone
         deleted (XDEL, or a trim by another tool). Only an id whose entry is verifiably gone is
-        forgotten, so an entry that still exists is never acknowledged unwritten."""
+        forgotten, so an entry that still exists is never acknowledged unwritten. Returns those gone."""
         if not candidates:
-            return
+            return []
         async with self.redis.pipeline(transaction=False) as pipe:
             for stream_id in candidates:
                 pipe.xrange(self.streams[shard], stream_id, stream_id)
             found = await pipe.execute()
         gone = [stream_id for stream_id, entries in zip(candidates, found, strict=True) if not entries]
         if not gone:
-            return
+            return []
         # Size 0: the bytes they were added with are unknown now; the next reconcile corrects them.
         sizes = b" ".join(b"0" for _ in gone)
         acked = await self._ack_script(
@@ -599,6 +604,7 @@ class Worker:
         # gone, and the one whose XACK came second must not count it again.
         if acked:
             await self._count_vanished(shard, int(acked), acknowledged=True)
+        return gone
 
     async def _count_vanished(self, shard: int, count: int, acknowledged: bool) -> None:
         metrics.VANISHED.inc(count)
