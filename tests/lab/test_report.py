@@ -161,7 +161,7 @@ def test_a_ceiling_that_is_not_the_targets_is_a_lower_bound_and_not_compared() -
 
 def test_html_first_screen_is_one_verdict_line_per_comparison_before_charts_and_tables() -> None:
     results = sample_results()
-    sync, limited = results.rungs
+    limited = results.rungs[1]
     limited.verdict = limited.verdict.model_copy(update={"server_figure": False, "ceiling": "postgres on CPU 1"})
     page = html_report(results)
     verdict = page[page.index("<h2>Verdict</h2>") : page.index("<h2>Charts</h2>")]
