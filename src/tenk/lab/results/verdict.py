@@ -82,7 +82,7 @@ def _not_the_targets(before: RungResult, after: RungResult) -> str:
 
 def claim_line(claim: Claim, before: RungResult, after: RungResult) -> str:
     comparison = compare_rungs(before, after, claim.metric)
-    what = f"**Claim** {claim.text!r} ({claim.from_rung} → {claim.to_rung})"
+    what = f"**Claim** “{_short(claim.text)}” ({claim.from_rung} → {claim.to_rung})"
     if comparison.label == INVALID:
         return f"{what}: {_not_the_targets(before, after) or comparison.test}: {INCONCLUSIVE}"
     shown = effect(claim.metric, comparison)
@@ -105,6 +105,11 @@ def claim_line(claim: Claim, before: RungResult, after: RungResult) -> str:
     if low > claimed:
         return f"{what}: {shown}, claimed {claimed:.2f}x, {measured}: {REPRODUCED} (exceeded)"
     return f"{what}: {shown}, claimed {claimed:.2f}x, {measured}: {REFUTED}"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """A claim's first words: its whole text is in the claims table, a line here must stay one line."""
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def comparison_lines(results: Results) -> list[str]:
