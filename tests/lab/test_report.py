@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tenk.lab.documents import CapacityResult, Claim, Results, Step
+from tenk.lab.documents import CapacityResult, Claim, Estimate, Results, Step
 from tenk.lab.results.derivations import compare_rungs
-from tenk.lab.results.html_report import charts, html_report
+from tenk.lab.results.html_report import capacity_chart, charts, cpu_chart, html_report
 from tenk.lab.results.markdown import markdown
 from tenk.lab.results.stats import INVALID
 from tests.lab.test_compare import figures, result
@@ -33,13 +33,19 @@ def sample_results() -> Results:
         plan="capacity search: at most 8 steps", elapsed_s=30, steps=steps,
     )  # fmt: skip
     capacity_rung = results.rungs[1].model_copy(
-        update={"multi_variable": True, "mode": "capacity", "value": 400, "capacity": search}
+        update={
+            "multi_variable": True, "mode": "capacity", "value": 400, "capacity": search,
+            "cpu_ms_estimate": Estimate(median=0.3, low=0.28, high=0.33, values=(0.28, 0.3, 0.33)),
+        }
+    )  # fmt: skip
+    first = results.rungs[0].model_copy(
+        update={"cpu_ms_estimate": Estimate(median=0.5, low=0.45, high=0.6, values=(0.45, 0.5, 0.6))}
     )
     claim = Claim(
         text="41x from sync to async", source="001.txt", from_rung="sync", to_rung="async", metric="rps",
         claimed_ratio=41.4,
     )  # fmt: skip
-    return results.model_copy(update={"rungs": [results.rungs[0], capacity_rung], "claims": [claim]})
+    return results.model_copy(update={"rungs": [first, capacity_rung], "claims": [claim]})
 
 
 def search_steps(results: Results) -> list[Step]:
@@ -93,7 +99,7 @@ def test_html_report_charts_render_in_headless_chromium_with_axes_that_fit_the_d
     page = tmp_path / "report.html"
     page.write_text(text.replace("</body>", DUMP_RANGES + "</body>"))
     dom = headless_dom(page, tmp_path / "profile")
-    for chart in ("chart-capacity", "chart-latency", "chart-load"):
+    for chart in ("chart-cpu", "chart-capacity", "chart-latency", "chart-load"):
         start = dom.index(f'id="{chart}"')
         section = dom[start : dom.find("</section>", start)]
         # Plotly fills the empty div with its SVG layers once it has drawn the traces.
@@ -102,7 +108,7 @@ def test_html_report_charts_render_in_headless_chromium_with_axes_that_fit_the_d
     assert dom.count('class="trace bars"') >= 4  # 1 capacity bar trace + p50/p95/p99
     assert "41x from sync to async" in dom
     ranges = json.loads(html_lib.unescape(re.search(r'<pre id="ranges">(.*?)</pre>', dom, re.S).group(1)))  # type: ignore[union-attr]
-    assert {chart["id"] for chart in ranges} == {"chart-capacity", "chart-latency", "chart-load"}
+    assert {chart["id"] for chart in ranges} == {"chart-cpu", "chart-capacity", "chart-latency", "chart-load"}
     for chart in ranges:
         ys = [y for y in chart["ys"] if isinstance(y, int | float)]
         low, high = chart["yrange"]
@@ -147,6 +153,40 @@ def test_a_ceiling_that_is_not_the_targets_is_a_lower_bound_and_not_compared() -
     sync, limited = results.rungs
     limited.verdict = limited.verdict.model_copy(update={"server_figure": False, "ceiling": "postgres on CPU 1"})
     text = markdown(results)
-    assert "≥ 400 req/s, limited by postgres on CPU 1 (not the target's capacity)" in text
+    assert "| ≥ 400 | postgres on CPU 1 |" in text  # a lower bound, and what set it, in the rung table
+    assert "goodput not the target's (async postgres-bound): inconclusive; CPU ms/request -40" in text
     assert "invalid comparison: 'async' is limited by postgres on CPU 1, not the target" in text
     assert compare_rungs(sync, limited, "capacity").label == INVALID
+
+
+def test_html_first_screen_is_one_verdict_line_per_comparison_before_charts_and_tables() -> None:
+    results = sample_results()
+    limited = results.rungs[1]
+    limited.verdict = limited.verdict.model_copy(update={"server_figure": False, "ceiling": "postgres on CPU 1"})
+    page = html_report(results)
+    verdict = page[page.index("<h2>Verdict</h2>") : page.index("<h2>Charts</h2>")]
+    assert page.index("<h2>Charts</h2>") < page.index("<h2>Rungs</h2>") < page.index("<h2>Claims</h2>")
+    items = re.findall(r"<li>(.*?)</li>", verdict)
+    assert len(items) == 2, items  # one change along the ladder, one claim
+    assert items[0].startswith("<b>async</b> vs sync (x): goodput not the target&#x27;s (async postgres-bound)")
+    assert "CPU ms/request -40" in items[0]
+    assert items[1].endswith(": inconclusive")
+    # The why is said once, in the rung table, not in the verdict.
+    assert "postgres on CPU 1" not in verdict
+
+
+def test_capacity_chart_marks_a_figure_that_is_not_the_targets_grey_and_labelled() -> None:
+    results = sample_results()
+    limited = results.rungs[1]
+    limited.verdict = limited.verdict.model_copy(update={"server_figure": False, "ceiling": "k6 dropped iterations"})
+    bar = capacity_chart(results.rungs).data[0]
+    assert list(bar.marker.color) == ["#1f77b4", "#bbbbbb"]
+    assert list(bar.marker.pattern.shape) == ["", "/"]
+    assert bar.text[1] == "≥ 400, k6-bound"
+
+
+def test_cpu_chart_draws_each_rungs_interval() -> None:
+    bar = cpu_chart(sample_results().rungs).data[0]
+    assert list(bar.y) == [0.5, 0.3]
+    assert list(bar.error_y.array) == pytest.approx([0.1, 0.03])
+    assert list(bar.error_y.arrayminus) == pytest.approx([0.05, 0.02])

@@ -162,7 +162,11 @@ def _percent(value: str | None) -> float | None:
     "--fail-on-regression",
     "fail_on",
     metavar="PCT",
-    help="Exit 1 when some rung's headline is worse in B by at least PCT (e.g. 5%), with statistical support.",
+    is_flag=False,
+    flag_value="10%",
+    help="Exit 1 when some rung's target CPU ms per request, or its headline when both are the target's, is "
+    "worse in B by at least PCT (default 10 %: above the 8 % run-to-run spread of CPU ms per request on a "
+    "2-core machine), with statistical support.",
 )
 def compare(a: Path, b: Path, fail_on: str | None) -> None:
     """Per-rung comparison of B against A, each labelled faster / slower / no detectable change."""

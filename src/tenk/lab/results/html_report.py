@@ -10,13 +10,16 @@ import functools
 import gzip
 import html
 import math
+import re
 from typing import Any
 
 import plotly.graph_objects as go
 
-from tenk.lab.documents import Results
-from tenk.lab.results.derivations import headline_metric, metric_value
+from tenk.lab.documents import Estimate, Results, RungResult
+from tenk.lab.measuring.bottleneck import GENERATORS
+from tenk.lab.results.derivations import cpu_ms_per_request, headline_metric, is_server_figure, metric_value
 from tenk.lab.results.tables import claim_rows, or_unknown, provenance_line, rung_rows, verdict_lines
+from tenk.lab.results.verdict import bound_by
 
 
 def _figure_html(figure: go.Figure, div_id: str) -> str:
@@ -48,20 +51,70 @@ async function tenkDraw() {
   element.text = code;
   document.head.appendChild(element);
   for (const chart of TENK_CHARTS) {
-    await Plotly.newPlot(chart.id, chart.spec.data, chart.spec.layout, {responsive: true});
+    await Plotly.newPlot(chart.id, chart.spec.data, chart.spec.layout, {responsive: true, displayModeBar: false});
   }
 }
 </script>"""
 
 
+def _interval(estimate: Estimate | None, median: float) -> tuple[float, float]:
+    """(above, below) the median, for plotly's asymmetric error bars; 0 for a single run."""
+    if estimate is None or len(estimate.values) < 2:
+        return 0.0, 0.0
+    return max(estimate.high - median, 0.0), max(median - estimate.low, 0.0)
+
+
+def cpu_chart(rungs: list[RungResult]) -> go.Figure:
+    """The target's CPU ms per request with its interval, and each dependency's stacked above it:
+    the figure that stays valid on a shared machine, whatever limited the rung."""
+    labels = [rung.label for rung in rungs]
+    medians = [cpu_ms_per_request(rung) or 0.0 for rung in rungs]
+    bars = [_interval(rung.cpu_ms_estimate, m) for rung, m in zip(rungs, medians, strict=True)]
+    figure = go.Figure()
+    figure.add_bar(
+        x=labels, y=medians, name="target", text=[f"{m:.3f}" for m in medians], textposition="inside",
+        insidetextanchor="middle",
+        error_y={"type": "data", "symmetric": False, "array": [b[0] for b in bars], "arrayminus": [b[1] for b in bars]},
+    )  # fmt: skip
+    roles = sorted({role for rung in rungs for role in rung.cpu_ms if role not in ("target", *GENERATORS)})
+    for role in roles:
+        figure.add_bar(x=labels, y=[rung.cpu_ms.get(role, 0.0) for rung in rungs], name=role)
+    figure.update_layout(
+        title="CPU ms per request, per rung (median, 95 % interval)", yaxis_title="CPU ms / request",
+        barmode="stack", showlegend=bool(roles),
+    )  # fmt: skip
+    return figure
+
+
+def capacity_chart(rungs: list[RungResult]) -> go.Figure:
+    """Each rung's headline with its interval; a figure that is not the target's is a grey hatched
+    bar labelled with what set it, so nobody reads it as the target's capacity."""
+    labels = [rung.label for rung in rungs]
+    values = [metric_value(rung, headline_metric(rung)) for rung in rungs]
+    bars = [_interval(rung.estimate, v) for rung, v in zip(rungs, values, strict=True)]
+    own = [is_server_figure(rung) for rung in rungs]
+    text = [f"{v:,.0f}" if own[i] else f"≥ {v:,.0f}, {bound_by(rungs[i])}" for i, v in enumerate(values)]
+    figure = go.Figure(
+        go.Bar(
+            x=labels, y=values, text=text, textposition="inside", insidetextanchor="middle",
+            marker={"color": ["#1f77b4" if mine else "#bbbbbb" for mine in own],
+                    "pattern": {"shape": ["" if mine else "/" for mine in own]}},
+            error_y={"type": "data", "symmetric": False, "array": [b[0] for b in bars],
+                     "arrayminus": [b[1] for b in bars]},
+        )
+    )  # fmt: skip
+    budgets = {rung.cpu_budget.millicores for rung in rungs if rung.cpu_budget and rung.cpu_budget.millicores}
+    under = f" under a {', '.join(f'{m}m' for m in sorted(budgets))} CPU budget" if budgets else ""
+    figure.update_layout(
+        title=f"Capacity (req/s within SLO) or goodput, per rung{under}; grey: not the target's",
+        yaxis_title="req/s",
+    )
+    return figure
+
+
 def charts(results: Results) -> list[tuple[str, go.Figure]]:
     rungs = results.rungs
     labels = [rung.label for rung in rungs]
-    values = [metric_value(rung, headline_metric(rung)) for rung in rungs]
-    headline = go.Figure(go.Bar(x=labels, y=values, text=[f"{v:,.0f}" for v in values], textposition="auto"))
-    headline.update_layout(
-        title="Capacity (req/s within SLO) or achieved RPS, per rung", yaxis_title="req/s", xaxis_title="rung"
-    )
     latency = go.Figure()
     latency.add_bar(x=labels, y=[rung.figures.p50_ms for rung in rungs], name="p50")
     latency.add_bar(x=labels, y=[rung.figures.p95_ms for rung in rungs], name="p95")
@@ -99,7 +152,12 @@ def charts(results: Results) -> list[tuple[str, go.Figure]]:
         title="Latency against offered load", xaxis_title="offered req/s", yaxis_title="ms (log)", yaxis_type="log",
         yaxis_range=[low, high],
     )  # fmt: skip
-    return [("chart-capacity", headline), ("chart-latency", latency), ("chart-load", curve)]
+    return [
+        ("chart-cpu", cpu_chart(rungs)),
+        ("chart-capacity", capacity_chart(rungs)),
+        ("chart-latency", latency),
+        ("chart-load", curve),
+    ]
 
 
 def _plottable(value: object) -> bool:
@@ -115,8 +173,15 @@ def _html_table(rows: list[dict[str, str]]) -> str:
 
 
 def _verdict_html(results: Results) -> str:
-    items = [html.escape(line.strip().removeprefix("- ").replace("**", "")) for line in verdict_lines(results)]
-    return "<ul>" + "".join(f"<li>{item}</li>" for item in items if item) + "</ul>"
+    """The verdict lines, each comparison an item with its rung in bold; the rest as plain notes."""
+    items: list[str] = []
+    notes: list[str] = []
+    for line in verdict_lines(results):
+        text = line.strip()
+        escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text.removeprefix("- ")))
+        (items if text.startswith("- ") else notes).append(escaped)
+    listed = "".join(f"<li>{item}</li>" for item in items)
+    return f'<ul class="verdict">{listed}</ul>' + "".join(f'<p class="note">{note}</p>' for note in notes if note)
 
 
 def html_report(results: Results) -> str:
@@ -131,21 +196,22 @@ body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
 table {{ border-collapse: collapse; font-size: 0.85rem; margin: 1rem 0; }}
 th, td {{ border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: right; }}
 th {{ background: #f4f4f4; }} td:nth-child(2), td:nth-child(3), td:last-child {{ text-align: left; }}
-.chart {{ max-width: 1100px; }}
+.charts {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }}
+ul.verdict {{ font-size: 1.05rem; line-height: 1.5; }} .note {{ color: #666; font-size: 0.8rem; }}
 </style></head><body>
 <h1>{title}</h1>
 <p>{html.escape(results.description)}</p>
-<p>Created {html.escape(results.created)}; took {or_unknown(results.elapsed_s)}s.
-{html.escape(results.merge_note)}</p>
 <h2>Verdict</h2>
 {_verdict_html(results)}
-<p>{html.escape(provenance_line(results))}</p>
+<h2>Charts</h2>
+<div class="charts">{divs}</div>
 <h2>Rungs</h2>
 {_html_table(rung_rows(results))}
 <h2>Claims</h2>
 {_html_table(claim_rows(results))}
-<h2>Charts</h2>
-{divs}
+<p>Created {html.escape(results.created)}; took {or_unknown(results.elapsed_s)}s.
+{html.escape(results.merge_note)}</p>
+<p>{html.escape(provenance_line(results))}</p>
 <script>window.tenkDrawn = tenkDraw();</script>
 </body></html>
 """

@@ -10,40 +10,23 @@ from tenk.lab.results.derivations import (
     check_expectations,
     compare_rungs,
     cpu_ms_per_request,
-    headline,
     headline_metric,
     is_server_figure,
     metric_value,
     ratio,
     target_in_flight_max,
 )
-from tenk.lab.results.stats import INVALID, compare
+from tenk.lab.results.stats import compare
+from tenk.lab.results.verdict import comparison_lines
 
 
 def verdict_lines(results: Results) -> list[str]:
-    """The report's opening: what limited each rung, and each change's effect with how sure we are."""
+    """The report's opening: one line per comparison (see `verdict`); why each rung stopped is in
+    the rung table."""
     rungs = results.rungs
     repeats = results.repeats or max((len(r.repeats) for r in rungs), default=1) or 1
-    lines = [f"Each rung measured {repeats} time(s), interleaved; figures are medians [95 % interval]."]
-    effects: list[tuple[float, str]] = []
-    for i, rung in enumerate(rungs):
-        lines.append(f"- **{rung.label}**: {headline(rung)}.")
-        if i == 0:
-            continue
-        previous = rungs[i - 1]
-        metric = headline_metric(rung)
-        head = compare_rungs(previous, rung, metric)
-        cpu = compare_rungs(previous, rung, "cpu_ms")
-        lines.append(f"  - vs {previous.label!r} ({rung.changed}): {metric}: {head.show()}")
-        if cpu.label != INVALID:
-            lines.append(f"  - target CPU ms per request: {cpu.show()}")
-        for comparison, name in ((head, metric), (cpu, "CPU ms/request")):
-            if comparison.label not in (INVALID, "no detectable change"):
-                effects.append((abs(comparison.ratio - 1), f"{rung.changed} ({name} {comparison.show()})"))
-    if effects:
-        lines.insert(1, f"**The change that mattered most:** {max(effects)[1]}.")
-    else:
-        lines.insert(1, "**No change had a statistically supported effect.**")
+    lines = [f"Each rung measured {repeats} time(s), interleaved; effects are medians [95 % interval]."]
+    lines += [f"- {line}" for line in comparison_lines(results)] or ["- One rung: nothing to compare."]
     lines.append(f"\nTest behind each label: {compare([1.0, 1.0], [1.0, 1.0]).test}.")
     return lines
 
@@ -79,7 +62,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 "changed": rung.changed,
                 "measure": "capacity req/s" if metric == "capacity" else "RPS",
                 "value": f"{prefix}{value:,.0f}{interval}",
-                "limited by": ceiling(rung) or "-",
+                "limited by, and why": _bottleneck_cell(rung),
                 _BUDGET: _budget_cell(rung),
                 _THROTTLED: _throttled_cell(server),
                 _AT_BUDGET: _at_budget_cell(rung, value),
@@ -122,6 +105,13 @@ _MEAN = "mean ms"
 _THROUGHPUT = "MB/s received"
 _THROTTLED = "throttled: periods, s"
 _AT_BUDGET = "projected at budget (measured/projected)"
+
+
+def _bottleneck_cell(rung: RungResult) -> str:
+    """What stopped the rung and the evidence, said once here; the verdict lines only name it."""
+    limit = ceiling(rung) or "-"
+    named = rung.bottleneck
+    return f"{limit}: {named.detail}" if named is not None and named.detail else limit
 
 
 def _budget_cell(rung: RungResult) -> str:
