@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import httpx
-from tests.conftest import AUTH, VENV_BIN, start_stack
+from tests.support.clients import AUTH
+from tests.support.stack import VENV_BIN, start_stack
 
 from tenk.stack import free_port, wait_http_ok
 
