@@ -56,6 +56,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, An
         "TENK_DATABASE_EMBEDDED_PORT": str(pg_port),
         "TENK_REDIS_EMBEDDED_PORT": str(redis_port),
         "TENK_LOG_LEVEL": "WARNING",
+        "TENK_LAB_CPU_BUDGET": "none",  # the suite's ladders run unbudgeted (tests/conftest.py)
     })  # fmt: skip
     try:
         out = run_ladder(load_ladder(root / "cluster.toml"), RunOptions(results_root=root, base_env=env))

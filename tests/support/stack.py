@@ -53,6 +53,9 @@ class Stack:
                 "TENK_CURSOR_SECRET": TEST_CURSOR_SECRET,
                 "TENK_DATA_DIR": str(self.root / "data"),
                 "TENK_LOG_LEVEL": "WARNING",
+                # The suite's ladders run unbudgeted (see tests/conftest.py): "auto", the default under 4
+                # cores, would probe every rung first.
+                "TENK_LAB_CPU_BUDGET": os.environ.get("TENK_LAB_CPU_BUDGET", "none"),
             }
         )
         env.update(self.extra_env)
