@@ -44,3 +44,8 @@ def pin_tree(pid: int, cpus: set[int]) -> None:
         for thread in threads:
             with suppress(OSError):  # a thread or process that has just exited
                 os.sched_setaffinity(thread, cpus)
+
+
+def generator_cores(target_cpus: str) -> int:
+    """How many cores are left for the generator once the target has `target_cpus`."""
+    return len(os.sched_getaffinity(0) - cpu_set(target_cpus))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tenk.lab.cpus import cpu_set, other_cpus, pin_tree
+from tenk.lab.cpus import cpu_set, generator_cores, other_cpus, pin_tree
 from tenk.lab.definition.ladder import Ladder, Rung
 from tenk.lab.documents import BudgetProvenance, Results, RungResult
 from tenk.lab.errors import LabError
@@ -197,7 +197,7 @@ def _check_budgets_fit(ladder: Ladder) -> None:
         )
         if millicores is not None:
             target = len(cpu_set(rung.config.cpus))
-            generator = len(cpu_set(other_cpus(rung.config.cpus) or "")) if other_cpus(rung.config.cpus) else 0
+            generator = generator_cores(rung.config.cpus)
             try:
                 check_budget_fits(millicores, target + generator, generator)
             except LabError as exc:
@@ -244,8 +244,7 @@ def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
         progress.note(RULE)
         probes = [_probe(rung, ladder, bench) for rung in auto]
         first = auto[0].config.cpus
-        generator_cores = len(cpu_set(other_cpus(first) or "")) if other_cpus(first) else 1
-        choice = choose_budget(probes, generator_cores, len(cpu_set(first)))
+        choice = choose_budget(probes, generator_cores(first) or 1, len(cpu_set(first)))
         note = choice.describe()
         progress.note(note)
         chosen = f"{choice.millicores}m"
