@@ -9,6 +9,8 @@ import asyncio
 import os
 from typing import Any
 
+from tests.lab.lifespan import acknowledge_lifespan
+
 PERMITS = int(os.environ.get("SEM_PERMITS", "2"))
 SLEEP_S = float(os.environ.get("SEM_SLEEP_MS", "20")) / 1000
 _slots = asyncio.Semaphore(PERMITS)
@@ -16,13 +18,8 @@ _slots = asyncio.Semaphore(PERMITS)
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await acknowledge_lifespan(receive, send)
+        return
     if scope["path"] == "/health":
         body = b'{"status":"ok"}'
     else:

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.lab.lifespan import acknowledge_lifespan
+
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await acknowledge_lifespan(receive, send)
+        return
     item = int(scope["path"].rsplit("/", 1)[1]) if scope["path"].startswith("/items/") else 0
     body = b'{"id": %d}' % (item + 1 if item % 10 == 0 else item)
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
