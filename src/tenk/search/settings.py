@@ -48,9 +48,9 @@ class SearchSettings(BaseModel):
         60, ge=1, description="Statements a client without an API key may send at once before `client_rate` applies."
     )
     anonymous_db_share: float = Field(
-        0.5,
+        0.15,
         ge=0,
         description="Seconds of Postgres statement time a second that searches from clients without an API key may "
-        "take together, per process (0.5: half a core's worth); while it is spent they get 429 with Retry-After "
+        "take together, per process (0.15: 15% of a core's worth); while it is spent they get 429 with Retry-After "
         "(cached pages and key holders never do). 0: no limit.",
     )
