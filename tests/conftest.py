@@ -5,6 +5,8 @@ Tests that break a service (stop Redis, kill Postgres) must use `private_stack`,
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import os
 import shutil
 import subprocess
@@ -23,7 +25,7 @@ from tenk.stack import (
 )
 from tenk.stack.redis_cluster import LocalRedisCluster, free_cluster_ports
 from tenk.stack.redis_sentinel import LocalRedisSentinel
-from tests.support.inprocess import in_process_client
+from tests.support.inprocess import app_in_process
 from tests.support.servers import ServerProcess
 from tests.support.stack import (
     SERVER_START_S,
@@ -36,7 +38,7 @@ from tests.support.stack import (
 )
 
 # The PgBouncer fixtures, shared by the stack and ingest pooler tests.
-pytest_plugins = ["tests.stack.pgbouncer"]
+pytest_plugins = ["tests.stack.pgbouncer", "tests.support.workers"]
 
 # The lab's default CPU budget on a machine under 4 cores is "auto", which probes every rung before it
 # runs: the suite's ladders test other things, in seconds, so they run unbudgeted unless they set a
@@ -101,14 +103,14 @@ def private_stack() -> Iterator[Stack]:
 @pytest.fixture
 async def client(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
     """An in-process client over the real app, lifespan and all, on the shared stack."""
-    async for c in in_process_client(create_app(stack.settings())):
+    async with app_in_process(create_app(stack.settings())) as c:
         yield c
 
 
 @pytest.fixture
-def app_client_factory() -> Callable[[Settings], AsyncIterator[httpx.AsyncClient]]:
-    """For tests that need an app with particular settings: `async for c in factory(settings): ...`."""
-    return lambda settings: in_process_client(create_app(settings))
+def app_client_factory() -> Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]:
+    """For tests that need an app with particular settings: `async with factory(settings) as c: ...`."""
+    return lambda settings: app_in_process(create_app(settings))
 
 
 @pytest.fixture

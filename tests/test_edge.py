@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -75,11 +77,11 @@ async def test_a_client_leaving_mid_body_gets_the_same_400_in_both_lanes(stack: 
 @pytest.mark.parametrize("path", ["/events", "/tasks"])
 async def test_a_write_without_a_key_is_told_how_to_authenticate_and_the_connection_is_closed(
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     hot_lane: bool,
     path: str,
 ) -> None:
-    async for client in app_client_factory(stack.settings(hot_lane=hot_lane)):
+    async with app_client_factory(stack.settings(hot_lane=hot_lane)) as client:
         refused = await client.post(path, content=EVENT, headers={"content-type": "application/json"})
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == "Bearer"
@@ -88,9 +90,9 @@ async def test_a_write_without_a_key_is_told_how_to_authenticate_and_the_connect
 
 
 async def test_a_read_without_a_key_is_told_how_to_authenticate_and_the_connection_stays_open(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(auth_reads=True)):
+    async with app_client_factory(stack.settings(auth_reads=True)) as client:
         for path in ("/products/5", "/products"):  # the first is the hot lane's, the second FastAPI's
             refused = await client.get(path)
             assert refused.status_code == 401, path

@@ -3,6 +3,8 @@ as one query; a read alone is the one-row query it always was; a failed batch fa
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
@@ -61,10 +63,10 @@ async def test_a_failed_batch_fails_each_of_its_reads(pool: asyncpg.Pool) -> Non
 
 
 async def test_concurrent_uncached_requests_share_postgres_queries(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     settings = stack.settings(catalog={"local_cache": False, "redis_cache": False})
-    async for client in app_client_factory(settings):
+    async with app_client_factory(settings) as client:
         before = _batches()
         responses = await asyncio.gather(*(client.get(f"/products/{n}") for n in range(1, CONCURRENT + 1)))
         after = _batches()

@@ -3,6 +3,8 @@ process hears every invalidation through sharded pub/sub, and confirms it before
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import os
 import signal
 import time
@@ -34,7 +36,7 @@ async def _ack_timeouts(client: httpx.AsyncClient) -> float:
 async def test_a_write_through_one_process_is_never_served_stale_by_another_on_a_cluster(
     stack: Stack,
     redis_cluster: LocalRedisCluster,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     # A local TTL far longer than the test: seeing the new value can only come from the invalidation.
     # A generous ack timeout: with both processes healthy no write may reach it.
@@ -44,8 +46,8 @@ async def test_a_write_through_one_process_is_never_served_stale_by_another_on_a
     product_ids = [7, 8, 9, 10, 11, 12]
     redis = redis_from_url(redis_cluster.url)
     try:
-        async for writer in app_client_factory(settings):
-            async for reader in app_client_factory(settings):
+        async with app_client_factory(settings) as writer:
+            async with app_client_factory(settings) as reader:
                 timeouts_before = await _ack_timeouts(writer)
                 originals = {}
                 for product_id in product_ids:

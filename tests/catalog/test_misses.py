@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import random
 from collections.abc import AsyncIterator, Callable
 
@@ -64,12 +66,12 @@ async def test_missing_ids_within_the_range_do_not_evict_the_hot_set(
 
 
 async def test_a_product_created_in_another_process_is_readable_at_once_though_past_the_ceiling(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     # Long negative TTL: only the creator's invalidation can make the reader see the new id in time.
     settings = stack.settings(catalog={"negative_ttl_s": 3600, "invalidation_ack_timeout_s": 5})
-    async for writer in app_client_factory(settings):
-        async for reader in app_client_factory(settings):
+    async with app_client_factory(settings) as writer:
+        async with app_client_factory(settings) as reader:
             assert (await reader.get("/products/9000000000000")).status_code == 404  # the ceiling is read
             product = {"sku": f"T-CEILING-{random.randrange(10**9)}", "name": "Past the ceiling", "price_cents": 1}
             created = await writer.post("/products", json=product, headers=AUTH)

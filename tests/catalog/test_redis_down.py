@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,9 +18,9 @@ INVALIDATED_WITHIN_S = 60.0
 
 
 async def test_product_reads_stay_200_when_redis_stops(
-    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    private_stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(private_stack.settings()):
+    async with app_client_factory(private_stack.settings()) as client:
         for product_id in range(1, 21):
             assert (await client.get(f"/products/{product_id}")).status_code == 200
         private_stack.redis.stop()
@@ -31,9 +33,9 @@ async def test_product_reads_stay_200_when_redis_stops(
 
 
 async def test_writes_while_redis_is_down_invalidate_once_it_returns(
-    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    private_stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(private_stack.settings()):
+    async with app_client_factory(private_stack.settings()) as client:
         before = (await client.get("/products/5")).json()  # now cached in Redis too
         private_stack.redis.stop()
         patched = await client.patch("/products/5", json={"stock": before["stock"] + 3}, headers=AUTH)

@@ -30,7 +30,8 @@ from tests.deploy.promql import (
     run_prometheus,
     unexported,
 )
-from tests.ingest.conftest import SpawnWorker, event
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import event
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack

@@ -9,7 +9,7 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
-from tests.ingest.conftest import event
+from tests.ingest.streams import event
 from tests.support.clients import AUTH, stored_id
 from tests.support.stack import Stack
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -11,7 +13,9 @@ from redis.asyncio import Redis
 
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tests.ingest.conftest import SpawnWorker, eventually, post_until_refused
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import post_until_refused
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
@@ -27,12 +31,12 @@ async def _stream_bytes(redis: Redis) -> int:
 
 async def test_past_the_byte_cap_the_stream_refuses_batches_whole_with_503_and_counts_exactly(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     # The API's view of the backlog is refreshed once a minute: only the append script can refuse in time.
     ingest = {"max_backlog_bytes": BYTE_CAP, "backlog_poll_ms": 60_000}
-    async for client in app_client_factory(private_stack.settings(ingest=ingest)):
+    async with app_client_factory(private_stack.settings(ingest=ingest)) as client:
         await _fill_past_the_byte_cap_then_drain(client, private_stack, spawn_worker)
 
 
@@ -74,10 +78,10 @@ async def _fill_past_the_byte_cap_then_drain(
 
 async def test_a_corrupted_backlog_counter_heals_and_ingestion_resumes(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
-    async for client in app_client_factory(private_stack.settings(ingest={"max_backlog": 1000, "backlog_poll_ms": 20})):
+    async with app_client_factory(private_stack.settings(ingest={"max_backlog": 1000, "backlog_poll_ms": 20})) as client:
         await _corrupt_then_heal(client, private_stack, spawn_worker)
 
 

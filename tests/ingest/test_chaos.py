@@ -13,7 +13,9 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.ingest.conftest import SpawnWorker, WorkerProcess, count_rows, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker, WorkerProcess
+from tests.ingest.streams import count_rows
 from tests.support.clients import AUTH, stored_id
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack, _short_tmp, start_stack

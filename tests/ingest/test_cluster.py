@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 import httpx
@@ -21,7 +21,9 @@ from tenk.ingest.producer import StreamProducer
 from tenk.outages import REDIS_DOWN
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.ingest.conftest import CLUSTER_SHARDS, SpawnWorker, count_rows, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import CLUSTER_SHARDS, count_rows
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
@@ -90,11 +92,11 @@ async def test_three_shards_keep_each_source_in_one_stream_in_order_and_land_eve
     cluster_env: dict[str, str],
     stack: Stack,
     redis_cluster: LocalRedisCluster,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     run = f"cl-{uuid.uuid4().hex[:8]}"
-    async for client in app_client_factory(_on_cluster(stack, redis_cluster)):
+    async with app_client_factory(_on_cluster(stack, redis_cluster)) as client:
         await _post_all(client, run)
         contents = await _stream_contents(redis_cluster.url)
         assert all(contents[shard] for shard in range(SHARDS)), "some shard got no source"
@@ -123,11 +125,11 @@ async def test_a_killed_workers_entries_on_every_shard_are_claimed_and_written(
     cluster_env: dict[str, str],
     stack: Stack,
     redis_cluster: LocalRedisCluster,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     run = f"ck-{uuid.uuid4().hex[:8]}"
-    async for client in app_client_factory(_on_cluster(stack, redis_cluster)):
+    async with app_client_factory(_on_cluster(stack, redis_cluster)) as client:
         # It reads, but neither the batch size nor the timer flushes within the test.
         doomed = spawn_worker(
             stack, f"doomed-{run}", **{**cluster_env, "TENK_INGEST_BATCH": "10000", "TENK_INGEST_FLUSH_MS": "600000"}
@@ -177,12 +179,12 @@ async def test_replicated_durability_answers_202_only_once_a_replica_has_the_eve
     cluster_env: dict[str, str],
     stack: Stack,
     redis_cluster: LocalRedisCluster,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     run = f"cr-{uuid.uuid4().hex[:8]}"
-    async for client in app_client_factory(
+    async with app_client_factory(
         _on_cluster(stack, redis_cluster, durability="replicated", replica_wait_ms=300)
-    ):
+    ) as client:
         accepted = await client.post("/events/batch", json=_batch(run, 0), headers=AUTH)
         assert accepted.status_code == 202, accepted.text
 

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from tenk.stack import Spawned, start_http_server
-from tests.ingest.conftest import count_rows, event, eventually
+from tests.support.waiting import eventually
+from tests.ingest.streams import count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import VENV_BIN, Stack
 

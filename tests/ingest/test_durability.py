@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
@@ -31,11 +33,11 @@ async def _until_logged(caplog: pytest.LogCaptureFixture, text: str, within_s: f
 
 async def test_ready_is_degraded_while_redis_is_weaker_than_promised_and_the_api_never_changes_it(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     redis = Redis.from_url(private_stack.redis.url, decode_responses=True)
     try:
-        async for client in app_client_factory(private_stack.settings(ingest={"durability": "always"})):
+        async with app_client_factory(private_stack.settings(ingest={"durability": "always"})) as client:
             status, check = await _durability_check(client)
             assert status == "degraded"
             assert check["ok"] is False
@@ -52,13 +54,13 @@ async def test_ready_is_degraded_while_redis_is_weaker_than_promised_and_the_api
 
 async def test_a_redis_restart_that_drops_the_policy_is_noticed_without_restarting_the_api(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     redis = Redis.from_url(private_stack.redis.url, decode_responses=True)
     try:
         await redis.config_set("appendfsync", "always")  # set by hand, so not in the config file
-        async for client in app_client_factory(private_stack.settings(ingest={"durability": "always"})):
+        async with app_client_factory(private_stack.settings(ingest={"durability": "always"})) as client:
             assert (await _durability_check(client))[0] == "ok"
             caplog.clear()
             private_stack.redis.stop()
@@ -82,7 +84,7 @@ def test_the_embedded_redis_keeps_the_promised_policy_across_restarts(stack_root
 
 async def test_a_redis_without_config_is_reported_as_unverified(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     # What a managed Redis looks like to us: CONFIG is forbidden to the application's user.
     admin = Redis.from_url(private_stack.redis.url)
@@ -93,7 +95,7 @@ async def test_a_redis_without_config_is_reported_as_unverified(
     finally:
         await admin.aclose()
     url = f"redis://app:apppw@127.0.0.1:{private_stack.redis.port}/0"
-    async for client in app_client_factory(private_stack.settings(redis={"url": url})):
+    async with app_client_factory(private_stack.settings(redis={"url": url})) as client:
         status, check = await _durability_check(client)
         assert status == "ok"
         assert "unverified: CONFIG is unavailable" in str(check["detail"])

@@ -3,6 +3,8 @@ per event: the safe retry after a 503 whose append may already have run."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -13,7 +15,9 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from tenk.settings import Settings
-from tests.ingest.conftest import SpawnWorker, count_rows, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import count_rows
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
@@ -26,13 +30,13 @@ def _events(source: str) -> list[dict[str, object]]:
 @pytest.mark.parametrize("access_log", [False, True], ids=["hot-lane", "fastapi"])
 async def test_a_retry_with_the_same_idempotency_key_gets_the_same_ids_and_one_row_each(
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
     access_log: bool,
 ) -> None:
     spawn_worker(stack, f"w-idem-{access_log}")
     source = f"wk-idem-{access_log}"
-    async for client in app_client_factory(stack.settings(access_log=access_log)):
+    async with app_client_factory(stack.settings(access_log=access_log)) as client:
         await _retry_twice(client, stack, source)
 
 
@@ -120,7 +124,7 @@ async def _stalled(url: str) -> bool:
 @pytest.mark.parametrize("retry_by", ["idempotency-key", "own-event-ids"])
 async def test_a_retry_after_a_503_whose_append_had_run_stores_every_event_once(
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
     retry_by: str,
 ) -> None:
@@ -133,7 +137,7 @@ async def test_a_retry_after_a_503_whose_append_had_run_stores_every_event_once(
     else:
         events = [{**event, "event_id": str(uuid.uuid4())} for event in events]
     settings = stack.settings(ingest={"redis_timeout_s": API_REDIS_TIMEOUT_S})
-    async for client in app_client_factory(settings):
+    async with app_client_factory(settings) as client:
         ids = await _timed_out_then_retried(client, stack, events, headers)
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 3
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id::text = ANY($1)", ids) == 3

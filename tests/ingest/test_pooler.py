@@ -9,7 +9,9 @@ import psutil
 import pytest
 
 from tenk.stack.pgbouncer import LocalPgBouncer
-from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import count_rows, event
 from tests.stack.pgbouncer import pooled_env
 from tests.support.clients import AUTH
 from tests.support.stack import Stack

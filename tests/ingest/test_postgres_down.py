@@ -3,13 +3,17 @@ once Postgres is back the worker drains everything that was accepted."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import uuid
 from collections.abc import AsyncIterator, Callable
 
 import httpx
 
 from tenk.settings import Settings
-from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually, post_until_refused
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import count_rows, event, post_until_refused
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
@@ -19,13 +23,13 @@ BATCH = 100
 
 async def test_accepts_until_the_backlog_cap_then_drains_when_postgres_returns(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     spawn_worker(private_stack, "pg-down", TENK_INGEST_FLUSH_MS="20")
     private_stack.pg.stop()
 
-    async for client in app_client_factory(private_stack.settings(ingest={"max_backlog": CAP, "backlog_poll_ms": 20})):
+    async with app_client_factory(private_stack.settings(ingest={"max_backlog": CAP, "backlog_poll_ms": 20})) as client:
         await _fill_then_drain(client, private_stack)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tenk.ingest import codec
 from tenk.ingest.writer import PostgresWriter, SchemaMissing
-from tests.ingest.conftest import event
+from tests.ingest.streams import event
 from tests.support.stack import Stack
 
 SCHEMA_WAIT_S = 0.5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -14,11 +16,13 @@ from tenk.catalog import keys as catalog_keys
 from tenk.ingest import keys
 from tenk.settings import Settings
 from tenk.stack.redis_sentinel import LocalRedisSentinel
-from tests.ingest.conftest import SpawnWorker, event, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
-AppClients = Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+AppClients = Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
 def _on_sentinel(stack: Stack, group: LocalRedisSentinel) -> Settings:
@@ -45,7 +49,7 @@ async def test_products_and_events_are_read_and_written_through_a_sentinel_url(
     event_id = str(uuid.uuid4())
     master = _server(redis_sentinel, redis_sentinel.ports[0])
     try:
-        async for client in app_client_factory(_on_sentinel(stack, redis_sentinel)):
+        async with app_client_factory(_on_sentinel(stack, redis_sentinel)) as client:
             product = await client.get("/products/7")
             assert product.status_code == 200, product.text
             # Cached in the master the sentinels name.
@@ -71,7 +75,7 @@ async def test_after_a_failover_the_api_serves_again_and_writes_go_to_the_new_ma
     stack: Stack, redis_sentinel: LocalRedisSentinel, app_client_factory: AppClients
 ) -> None:
     run = f"sf-{uuid.uuid4().hex[:8]}"
-    async for client in app_client_factory(_on_sentinel(stack, redis_sentinel)):
+    async with app_client_factory(_on_sentinel(stack, redis_sentinel)) as client:
         before = (await client.get("/products/8")).json()
         assert (await client.post("/events", json=event(f"{run}-before"), headers=AUTH)).status_code == 202
 
@@ -102,7 +106,7 @@ async def test_with_every_sentinel_down_a_write_that_needs_redis_is_503_with_ret
     stack: Stack, redis_sentinel: LocalRedisSentinel, app_client_factory: AppClients
 ) -> None:
     redis_sentinel.stop_sentinels()
-    async for client in app_client_factory(_on_sentinel(stack, redis_sentinel)):
+    async with app_client_factory(_on_sentinel(stack, redis_sentinel)) as client:
         refused = await client.post("/events", json=event("sen-down"), headers=AUTH)
         assert refused.status_code == 503, refused.text
         assert int(refused.headers["retry-after"]) >= 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -9,7 +11,9 @@ from redis.asyncio import Redis
 
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
@@ -19,11 +23,11 @@ SOURCE = "fewer-shards"
 
 async def test_events_accepted_on_four_shards_all_land_after_everything_restarts_with_one(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     batch = [event(f"{SOURCE}-{n}", n=n) for n in range(EVENTS)]
-    async for client in app_client_factory(private_stack.settings(ingest={"shards": 4})):
+    async with app_client_factory(private_stack.settings(ingest={"shards": 4})) as client:
         accepted = await client.post("/events/batch", json=batch, headers=AUTH)
         assert accepted.status_code == 202, accepted.text
 
@@ -35,7 +39,7 @@ async def test_events_accepted_on_four_shards_all_land_after_everything_restarts
     assert sum(lengths) == EVENTS
     assert sum(1 for length in lengths if length) > 1, f"the sources fell into one shard: {lengths}"
 
-    async for client in app_client_factory(private_stack.settings(ingest={"shards": 1, "backlog_poll_ms": 20})):
+    async with app_client_factory(private_stack.settings(ingest={"shards": 1, "backlog_poll_ms": 20})) as client:
         stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         assert stats["backlog"] == EVENTS, "the backlog counts every shard that holds entries"
 
@@ -54,12 +58,12 @@ async def test_events_accepted_on_four_shards_all_land_after_everything_restarts
 
 async def test_a_running_worker_starts_reading_the_shards_an_api_adds_later(
     private_stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     source = "more-shards"
     spawn_worker(private_stack, "one-shard", TENK_INGEST_SHARDS="1", TENK_INGEST_FLUSH_MS="20")
-    async for client in app_client_factory(private_stack.settings(ingest={"shards": 4})):
+    async with app_client_factory(private_stack.settings(ingest={"shards": 4})) as client:
         accepted = await client.post(
             "/events/batch", json=[event(f"{source}-{n}", n=n) for n in range(EVENTS)], headers=AUTH
         )

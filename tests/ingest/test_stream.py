@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from tenk.ingest import keys
 from tenk.ingest.stream import Correction, ensure_group, read_backlog, reconcile_backlog, trim_acknowledged
 from tenk.stack import EmbeddedRedis, start_on_free_port
-from tests.ingest.conftest import add_entries
+from tests.ingest.streams import add_entries
 
 
 @pytest.fixture

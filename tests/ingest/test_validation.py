@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import asyncio
 import json
 import re
@@ -20,7 +22,9 @@ from hypothesis import strategies as st
 from tenk.ingest import codec
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.ingest.conftest import SpawnWorker, event, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import event
 from tests.support.clients import AUTH, TEST_API_KEY
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
@@ -175,12 +179,12 @@ async def test_a_number_a_double_would_change_is_refused_naming_the_body(client:
 
 
 async def test_with_retention_an_event_older_than_the_window_is_refused_naming_ts(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     now = datetime.now(UTC)
     fresh = {"source": "val-retention", "ts": (now - timedelta(days=6)).isoformat(), "payload": {}}
     stale = {"source": "val-retention", "ts": (now - timedelta(days=8)).isoformat(), "payload": {}}
-    async for client in app_client_factory(stack.settings(ingest={"retention_days": 7})):
+    async with app_client_factory(stack.settings(ingest={"retention_days": 7})) as client:
         response = await client.post("/events", json=stale, headers=AUTH)
         assert response.status_code == 422, response.text
         assert [f["field"] for f in response.json()["error"]["fields"]] == ["body.ts"]
@@ -189,7 +193,7 @@ async def test_with_retention_an_event_older_than_the_window_is_refused_naming_t
         assert [f["field"] for f in batch.json()["error"]["fields"]] == ["body[1].ts"]
         assert (await client.post("/events", json=fresh, headers=AUTH)).status_code == 202
     # Retention off (the default) keeps every event, so none is too old.
-    async for client in app_client_factory(stack.settings()):
+    async with app_client_factory(stack.settings()) as client:
         assert (await client.post("/events", json=stale, headers=AUTH)).status_code == 202
 
 

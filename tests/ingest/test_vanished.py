@@ -12,7 +12,9 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
-from tests.ingest.conftest import SpawnWorker, add_entries, count_rows, event, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import add_entries, count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 

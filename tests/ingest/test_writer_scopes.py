@@ -4,6 +4,8 @@ stored once, another event under a stored id is dead-lettered as a conflict."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import uuid
 from collections.abc import AsyncIterator, Callable
 
@@ -14,7 +16,9 @@ import pytest
 from tenk.ingest.writers import ANONYMOUS, scoped_id
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.ingest.conftest import SpawnWorker, count_rows, event, eventually
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
+from tests.ingest.streams import count_rows, event
 from tests.support.clients import TEST_API_KEY
 from tests.support.stack import Stack
 
@@ -48,14 +52,14 @@ async def _settled(client: httpx.AsyncClient, stack: Stack, source: str, rows: i
 @pytest.mark.parametrize("access_log", [False, True], ids=["hot-lane", "fastapi"])
 async def test_two_keys_posting_one_id_with_different_content_are_both_stored_and_none_dead_lettered(
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
     access_log: bool,
 ) -> None:
     spawn_worker(stack, f"w-scopes-{access_log}")
     source = f"wk-scopes-{access_log}"
     shared = str(uuid.uuid4())
-    async for client in app_client_factory(_two_writers(stack).model_copy(update={"access_log": access_log})):
+    async with app_client_factory(_two_writers(stack).model_copy(update={"access_log": access_log})) as client:
         conflicts_before = (await client.get("/ingest/stats", headers=KEY_A)).json()["conflicts"]
         first = await client.post("/events", json=event(source, shared, by="a"), headers=KEY_A)
         second = await client.post("/events/batch", json=[event(source, shared, by="b")], headers=KEY_B)
@@ -76,13 +80,13 @@ async def test_two_keys_posting_one_id_with_different_content_are_both_stored_an
 
 async def test_one_key_posting_one_id_twice_stores_it_once_and_other_content_is_a_conflict(
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
     spawn_worker(stack, "w-scopes-one-key")
     source = "wk-scopes-one-key"
     chosen = str(uuid.uuid4())
-    async for client in app_client_factory(_two_writers(stack)):
+    async with app_client_factory(_two_writers(stack)) as client:
         answers = [await client.post("/events", json=event(source, chosen, v="same"), headers=KEY_B) for _ in range(2)]
         assert [answer.status_code for answer in answers] == [202, 202]
         [stored_id] = {answer.json()["ids"][0] for answer in answers}
@@ -101,11 +105,11 @@ async def test_one_key_posting_one_id_twice_stores_it_once_and_other_content_is_
 
 
 async def test_two_keys_sending_the_same_events_under_one_idempotency_key_get_ids_of_their_own(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     idempotency = {"Idempotency-Key": f"order-{uuid.uuid4()}"}
     body = [event("wk-scopes-idem", n=i) for i in range(3)]
-    async for client in app_client_factory(_two_writers(stack)):
+    async with app_client_factory(_two_writers(stack)) as client:
         by_a = await client.post("/events/batch", json=body, headers={**KEY_A, **idempotency})
         again_a = await client.post("/events/batch", json=body, headers={**KEY_A, **idempotency})
         by_b = await client.post("/events/batch", json=body, headers={**KEY_B, **idempotency})

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import uuid
 from collections.abc import AsyncIterator, Callable
 
@@ -41,9 +43,9 @@ async def test_reads_are_public_by_default(client: httpx.AsyncClient) -> None:
 
 
 async def test_reads_need_a_key_when_configured(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(auth_reads=True)):
+    async with app_client_factory(stack.settings(auth_reads=True)) as client:
         assert (await client.get("/products/1")).status_code == 401
         assert (await client.get("/tasks", headers={"Authorization": "Bearer nope"})).status_code == 403
         assert (await client.get("/products/1", headers=AUTH)).status_code == 200
@@ -64,9 +66,9 @@ OPS_PATHS = {"metrics": ["/metrics"], "docs": ["/docs", "/redoc", "/openapi.json
 
 @pytest.mark.parametrize("hot_lane", [True, False], ids=["hot lane", "FastAPI"])
 async def test_stored_events_need_a_reader_key_by_default(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]], hot_lane: bool
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]], hot_lane: bool
 ) -> None:
-    async for client in app_client_factory(stack.settings(hot_lane=hot_lane)):
+    async with app_client_factory(stack.settings(hot_lane=hot_lane)) as client:
         for path in EVENT_READS:
             refused = await client.get(path)
             assert refused.status_code == 401, path
@@ -78,25 +80,25 @@ async def test_stored_events_need_a_reader_key_by_default(
 
 
 async def test_stored_events_are_public_only_when_auth_events_is_off(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(auth_events=False)):
+    async with app_client_factory(stack.settings(auth_events=False)) as client:
         for path in EVENT_READS:
             assert (await client.get(path)).status_code in (200, 404), path
     # TENK_AUTH_READS wins over the events' own switch.
-    async for client in app_client_factory(stack.settings(auth_events=False, auth_reads=True)):
+    async with app_client_factory(stack.settings(auth_events=False, auth_reads=True)) as client:
         for path in EVENT_READS:
             assert (await client.get(path)).status_code == 401, path
 
 
 async def test_ops_endpoints_need_a_key_with_auth_reads_each_with_its_own_switch(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings()):
+    async with app_client_factory(stack.settings()) as client:
         for paths in OPS_PATHS.values():
             for path in paths:
                 assert (await client.get(path)).status_code == 200, f"{path} is open while reads are"
-    async for client in app_client_factory(stack.settings(auth_reads=True)):
+    async with app_client_factory(stack.settings(auth_reads=True)) as client:
         for paths in OPS_PATHS.values():
             for path in paths:
                 assert (await client.get(path)).status_code == 401, path
@@ -104,12 +106,12 @@ async def test_ops_endpoints_need_a_key_with_auth_reads_each_with_its_own_switch
         assert (await client.get("/health")).status_code == 200  # liveness stays open, and says nothing
     for opened in OPS_PATHS:
         switches: dict[str, object] = {f"auth_{opened}": False}
-        async for client in app_client_factory(stack.settings(auth_reads=True, **switches)):
+        async with app_client_factory(stack.settings(auth_reads=True, **switches)) as client:
             for endpoint, others in OPS_PATHS.items():
                 for path in others:
                     status = (await client.get(path)).status_code
                     assert status == (200 if endpoint == opened else 401), f"TENK_AUTH_{opened.upper()}=false: {path}"
     # And one switch alone locks its endpoint while reads stay public.
-    async for client in app_client_factory(stack.settings(auth_metrics=True)):
+    async with app_client_factory(stack.settings(auth_metrics=True)) as client:
         assert (await client.get("/metrics")).status_code == 401
         assert (await client.get("/docs")).status_code == 200

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -10,16 +12,16 @@ from tests.support.stack import Stack
 
 
 async def test_body_over_the_limit_is_413(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(max_body_bytes=200)):
+    async with app_client_factory(stack.settings(max_body_bytes=200)) as client:
         response = await client.post("/tasks", json={"title": "x" * 300}, headers=AUTH)
         assert response.status_code == 413
         assert response.json()["error"]["code"] == "payload_too_large"
 
 
 async def test_streamed_body_without_length_over_the_limit_is_413(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"title": "'
@@ -27,7 +29,7 @@ async def test_streamed_body_without_length_over_the_limit_is_413(
             yield b"y" * 100
         yield b'"}'
 
-    async for client in app_client_factory(stack.settings(max_body_bytes=200)):
+    async with app_client_factory(stack.settings(max_body_bytes=200)) as client:
         response = await client.post("/tasks", content=chunks(), headers={**AUTH, "content-type": "application/json"})
         assert response.status_code == 413
         before = (await client.get("/tasks?limit=100")).json()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -20,9 +22,9 @@ async def test_ready_reports_each_dependency(client: httpx.AsyncClient) -> None:
 
 
 async def test_postgres_down_makes_ready_503_while_health_stays_200(
-    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    private_stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(private_stack.settings()):
+    async with app_client_factory(private_stack.settings()) as client:
         assert (await client.get("/ready")).status_code == 200
         private_stack.pg.stop()
         ready = await client.get("/ready")
@@ -33,9 +35,9 @@ async def test_postgres_down_makes_ready_503_while_health_stays_200(
 
 
 async def test_redis_down_makes_ready_degraded_not_down(
-    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    private_stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(private_stack.settings()):
+    async with app_client_factory(private_stack.settings()) as client:
         private_stack.redis.stop()
         ready = await client.get("/ready")
         assert ready.status_code == 200
@@ -44,9 +46,9 @@ async def test_redis_down_makes_ready_degraded_not_down(
 
 
 async def test_postgres_down_is_503_with_retry_after_for_uncached_reads_and_writes(
-    private_stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    private_stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(private_stack.settings()):
+    async with app_client_factory(private_stack.settings()) as client:
         assert (await client.get("/products/9")).status_code == 200
         private_stack.pg.stop()
         assert (await client.get("/products/9")).status_code == 200, "a cached product stays readable"
@@ -61,13 +63,13 @@ async def test_postgres_down_is_503_with_retry_after_for_uncached_reads_and_writ
 
 
 async def test_ready_says_down_and_the_dependency_never_its_address(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     dead = free_port()
     settings = stack.settings(
         database={"url": f"postgresql://tenk:pw@127.0.0.1:{dead}/tenk"}, redis={"url": f"redis://127.0.0.1:{dead}/0"}
     )
-    async for client in app_client_factory(settings):
+    async with app_client_factory(settings) as client:
         ready = await client.get("/ready")
         assert ready.status_code == 503
         body = ready.json()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import logging
 from collections.abc import AsyncIterator, Callable
 
@@ -34,11 +36,11 @@ async def test_unsafe_request_id_is_replaced(client: httpx.AsyncClient) -> None:
 
 async def test_log_lines_are_json_and_carry_the_request_id(
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     formatter = JsonFormatter()
-    async for client in app_client_factory(stack.settings(access_log=True, log_level="INFO")):
+    async with app_client_factory(stack.settings(access_log=True, log_level="INFO")) as client:
         with caplog.at_level(logging.INFO, logger="tenk.access"):
             await client.get("/products/4", headers={"X-Request-ID": "req-log-1"})
     lines = [orjson.loads(formatter.format(r)) for r in caplog.records if r.name == "tenk.access"]

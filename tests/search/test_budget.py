@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 from collections.abc import AsyncIterator, Callable
 
 import httpx
@@ -58,11 +60,11 @@ def test_ipv6_clients_are_counted_by_their_64_block() -> None:
 
 
 async def test_past_its_budget_an_anonymous_client_gets_429_with_retry_after_but_cached_pages_still_answer(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     # Five statements, and (at one a thousand seconds) none back during the test.
     settings = stack.settings(search={"client_rate": 0.001, "client_burst": 5})
-    async for client in app_client_factory(settings):
+    async with app_client_factory(settings) as client:
         for query in ("kettle", "kettle", "lamp", "rugged", "backpack"):  # the second kettle loads the cached page
             assert (await client.get("/search", params={"q": query})).status_code == 200
         refused = await client.get("/search", params={"q": "wireless"})
@@ -79,11 +81,11 @@ async def test_past_its_budget_an_anonymous_client_gets_429_with_retry_after_but
 
 
 async def test_once_anonymous_searches_spent_their_share_of_postgres_they_get_429_and_key_holders_do_not(
-    stack: Stack, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     # A share so small that one statement spends it, and none comes back during the test.
     settings = stack.settings(search={"anonymous_db_share": 0.000001})
-    async for client in app_client_factory(settings):
+    async with app_client_factory(settings) as client:
         for _ in range(2):  # a key holder's second search caches the page
             assert (await client.get("/search", params={"q": "kettle"}, headers=AUTH)).status_code == 200
         assert (await client.get("/search", params={"q": "lamp"})).status_code == 200  # spends the share

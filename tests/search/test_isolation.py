@@ -134,7 +134,7 @@ async def test_a_search_over_its_statement_timeout_is_503_with_retry_after(
 ) -> None:
     blocker = await asyncpg.connect(stack.pg.url)
     try:
-        async for client in app_client_factory(stack.settings(search={"statement_timeout_ms": 200, "cache": False})):
+        async with app_client_factory(stack.settings(search={"statement_timeout_ms": 200, "cache": False})) as client:
             # Waiting on a lock counts towards statement_timeout: the search is cancelled, not left hanging.
             await blocker.execute("BEGIN; LOCK TABLE products IN ACCESS EXCLUSIVE MODE")
             response = await client.get("/search", params={"q": "kettle"})

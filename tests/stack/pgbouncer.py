@@ -15,7 +15,7 @@ import pytest
 from tenk.app import create_app
 from tenk.stack import start_on_free_port
 from tenk.stack.pgbouncer import LocalPgBouncer, PgBouncerMissingError, pgbouncer_path
-from tests.support.inprocess import in_process_client
+from tests.support.inprocess import app_in_process
 from tests.support.stack import Stack
 
 # Fewer server connections than the clients use (the API's pool, the worker's writers), so that
@@ -67,5 +67,5 @@ def bouncer(stack: Stack) -> Iterator[LocalPgBouncer]:
 async def pooled_client(stack: Stack, bouncer: LocalPgBouncer) -> AsyncIterator[httpx.AsyncClient]:
     """An in-process API whose every Postgres connection goes through the transaction pooler."""
     settings = stack.settings(database={"url": bouncer.url, "pooler": "transaction", "direct_url": stack.pg.url})
-    async for client in in_process_client(create_app(settings)):
+    async with app_in_process(create_app(settings)) as client:
         yield client

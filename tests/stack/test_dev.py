@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from tenk.stack.dev import Child, GaveUpError, Supervisor
-from tests.stack.conftest import DevRun, dev_run, read_write_and_event
+from tests.stack.dev_runs import DevRun, dev_run, read_write_and_event
 from tests.support.stack import VENV_BIN
 
 

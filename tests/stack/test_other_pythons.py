@@ -20,7 +20,7 @@ import pytest
 
 from tenk.stack._private import running_as_root
 from tenk.stack._reachable import PLACE, servers_home
-from tests.stack.conftest import HIDE_SYSTEM_REDIS, dev_run, read_write_and_event
+from tests.stack.dev_runs import HIDE_SYSTEM_REDIS, dev_run, read_write_and_event
 
 REPO = Path(__file__).resolve().parents[2]
 # The fresh machine's conditions can be made only as root (a mount namespace); elsewhere, the machine as it is.

@@ -1,16 +1,31 @@
-"""The app in process: create_app's app, its lifespan running, behind an httpx ASGI transport."""
+"""The app in process: its lifespan running, behind an httpx ASGI transport."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
-from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+BASE_URL = "http://tenk.test"
 
 
-async def in_process_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """A client over `app`, lifespan and all: `async for client in in_process_client(app): ...`."""
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
-            yield client
+@asynccontextmanager
+async def app_in_process(
+    app: ASGIApp,
+    *,
+    lifespan_of: ASGIApp | None = None,
+    headers: dict[str, str] | None = None,
+    client: tuple[str, int] = ("127.0.0.1", 123),
+    raise_app_exceptions: bool = True,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """`async with app_in_process(app) as client:` a client over `app`, its lifespan running.
+
+    `lifespan_of` names the FastAPI app whose lifespan to run when `app` wraps it in middleware;
+    `client` is the peer address the app sees; `headers` go with every request."""
+    owner = lifespan_of if lifespan_of is not None else app
+    async with owner.router.lifespan_context(owner):  # type: ignore[attr-defined]
+        transport = httpx.ASGITransport(app=app, client=client, raise_app_exceptions=raise_app_exceptions)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers) as http:
+            yield http

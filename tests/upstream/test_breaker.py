@@ -7,7 +7,7 @@ import re
 import time
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
-from tests.upstream.conftest import QuotesClient
+from tests.upstream.vendors import QuotesClient
 
 BREAKER_KNOBS = {"breaker_min_calls": 4, "breaker_open_s": 1, "breaker_window_s": 30, "cache_ttl_s": 0}
 PROBE_HELD_MS = 4000

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
-from tests.upstream.conftest import QuotesClient, wait_until_parked
+from tests.upstream.vendors import QuotesClient, wait_until_parked
 
 
 async def test_a_quote_comes_from_the_vendor_in_our_shape(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import re
 from collections.abc import AsyncIterator, Callable
 
@@ -9,13 +11,13 @@ import httpx
 
 from tenk.settings import Settings
 from tests.support.stack import Stack
-from tests.upstream.conftest import OddVendor
+from tests.upstream.vendors import OddVendor
 
 
 async def test_an_unknown_symbol_is_asked_of_the_vendor_once_per_not_found_ttl(
-    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(upstream={"url": odd_vendor.url, "not_found_ttl_s": 60})):
+    async with app_client_factory(stack.settings(upstream={"url": odd_vendor.url, "not_found_ttl_s": 60})) as client:
         answers = [await client.get("/quotes/NOPE") for _ in range(20)]
         assert {a.status_code for a in answers} == {404}
         assert answers[-1].json()["error"]["fields"][0]["field"] == "path.symbol"
@@ -25,9 +27,9 @@ async def test_an_unknown_symbol_is_asked_of_the_vendor_once_per_not_found_ttl(
 
 
 async def test_a_vendor_body_past_the_cap_is_a_vendor_failure_not_read_whole(
-    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(upstream={"url": odd_vendor.url})):
+    async with app_client_factory(stack.settings(upstream={"url": odd_vendor.url})) as client:
         before = await _oversized(client)
         response = await client.get("/quotes/BIG")
         assert response.status_code == 502, response.text
@@ -43,9 +45,9 @@ async def _oversized(client: httpx.AsyncClient) -> float:
 
 
 async def test_a_price_json_cannot_hold_is_a_vendor_error_not_null(
-    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
-    async for client in app_client_factory(stack.settings(upstream={"url": odd_vendor.url})):
+    async with app_client_factory(stack.settings(upstream={"url": odd_vendor.url})) as client:
         for symbol in ("NAN", "INF", "HUGE"):
             response = await client.get(f"/quotes/{symbol}")
             assert response.status_code == 502, (symbol, response.text)

@@ -6,6 +6,8 @@ upstream; their database connections carry an application_name so the test can s
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+
 import subprocess
 import time
 import uuid
@@ -387,7 +389,7 @@ def test_resp3_knob_serves_the_cache_over_resp3(
 async def test_the_product_route_without_depends_answers_like_tenks_declared_route(
     start_baseline: Callable[..., Baseline],
     stack: Stack,
-    app_client_factory: Callable[[Settings], AsyncIterator[httpx.AsyncClient]],
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     from tenk.lab.targets.baselines.product_without_depends import get_product_without_depends, without_depends
 
@@ -400,7 +402,7 @@ async def test_the_product_route_without_depends_answers_like_tenks_declared_rou
     answers = []
     async with httpx.AsyncClient(base_url=baseline.url, timeout=10) as variant:
         answers.append([((r := await variant.get(p, headers=h)).status_code, r.content) for p, h in requests])
-    async for tenk in app_client_factory(settings):
+    async with app_client_factory(settings) as tenk:
         answers.append([((r := await tenk.get(p, headers=h)).status_code, r.content) for p, h in requests])
     assert answers[0] == answers[1]
     assert [status for status, _ in answers[0]] == [200, 401, 404]
