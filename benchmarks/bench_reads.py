@@ -84,7 +84,10 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
         "/search?limit=10&q=%s", f"function() local q = {{{held_out_queries}}} return q[math.random(1, #q)] end"
     )
     common = _random_path_lua("/search?limit=10&q=%s", f"function() return {json.dumps(COMMON_WORD)} end")
-    cache_off = {"TENK_SEARCH_CACHE": "false"}
+    # wrk is one anonymous client: with anonymous search's budgets on, nearly every answer would be a 429
+    # (tenk.search.budget). Capacity is what is measured here, as in the lab's search presets.
+    search_unbudgeted = {"TENK_SEARCH_CLIENT_RATE": "0", "TENK_SEARCH_ANONYMOUS_DB_SHARE": "0"}
+    cache_off = {"TENK_SEARCH_CACHE": "false", **search_unbudgeted}
     every_id = _id_lua(products)
 
     def traced(ratio: float) -> dict[str, str]:
@@ -145,13 +148,13 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
             app=FULL_RANKING_APP,
         ),
         # Runs longer than the 10 s TTL, so the figures cover expiries and refreshes.
-        Case("GET /search long tail, result cache (10 s)", long_tail, {}, None, p99_target_ms=20),
+        Case("GET /search long tail, result cache (10 s)", long_tail, search_unbudgeted, None, p99_target_ms=20),
         # The same after 20 s of the same load, two TTLs: the cache's steady state (most of the set seen twice,
         # so admitted), its pages refreshing and expiring through the measurement, rather than its first fill.
         Case(
             "GET /search long tail, result cache (10 s), warmed",
             long_tail,
-            {},
+            search_unbudgeted,
             None,
             warm_lua=long_tail,
             warm_s=20,
@@ -344,7 +347,8 @@ def main() -> None:
                 f"{rps:,.0f}",
                 f"{_median(runs, 'p50_ms'):.2f}",
                 f"{_median(runs, 'p99_ms'):.2f}",
-                f"{_median(runs, 'error_pct'):.2f}",
+                f"{_median(runs, 'error_pct'):.2f}"
+                + (" (NOT a figure: errors)" if _median(runs, "error_pct") > 1 else ""),
                 f"{rps / hello:.2f}",
                 (f"≥ {case.target:,.0f} RPS, " if case.target else "") + f"p99 < {case.p99_target_ms:g} ms"
                 if case.target or case.p99_target_ms != 50
