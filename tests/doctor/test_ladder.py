@@ -24,6 +24,16 @@ def test_baseline_ladder_loads_and_changes_one_variable_per_rung(tmp_path: Path)
     assert {claim.source for claim in ladder.claims} == {"003_15a8e742bae16626.txt", "001_1f6846444dcf4a5a.txt"}
 
 
+def test_a_baseline_ladder_starts_low_and_runs_the_vendor_fast_enough_for_the_slo(tmp_path: Path) -> None:
+    report = diagnose(f"{BASELINES}.naive_blocking:app")
+    ladder = load_ladder(write_ladder(report, tmp_path / "ladder.toml"))
+    first = ladder.rungs[0].config
+    # The ladder study's v1 served 1.68 req/s: a search that starts at 200 finds no passing step at all.
+    assert first.start_rate <= 10
+    # The default vendor's p99 (400 ms) alone would break a 100 ms p99 on every rung.
+    assert first.upstream["p99_ms"] < first.slo_p99_ms
+
+
 def test_configuration_findings_become_rungs_from_the_server_as_configured(tmp_path: Path) -> None:
     app = tmp_path / "server_config"
     shutil.copytree(FIXTURES / "server_config", app)
