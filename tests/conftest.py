@@ -5,12 +5,11 @@ Tests that break a service (stop Redis, kill Postgres) must use `private_stack`,
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import httpx

@@ -3,10 +3,9 @@ as one query; a read alone is the one-row query it always was; a failed batch fa
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 
 import asyncpg
 import httpx

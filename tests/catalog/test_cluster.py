@@ -3,12 +3,11 @@ process hears every invalidation through sharded pub/sub, and confirms it before
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
@@ -46,26 +45,25 @@ async def test_a_write_through_one_process_is_never_served_stale_by_another_on_a
     product_ids = [7, 8, 9, 10, 11, 12]
     redis = redis_from_url(redis_cluster.url)
     try:
-        async with app_client_factory(settings) as writer:
-            async with app_client_factory(settings) as reader:
-                timeouts_before = await _ack_timeouts(writer)
-                originals = {}
-                for product_id in product_ids:
-                    first = await reader.get(f"/products/{product_id}")
-                    assert first.status_code == 200, first.text
-                    originals[product_id] = first.json()
-                    # Filled through the script on the product's own slot: no CROSSSLOT.
-                    assert await redis.get(keys.product_key(product_id)) is not None
-                assert len({redis.get_node_from_key(keys.product_key(pid)).name for pid in product_ids}) > 1
+        async with app_client_factory(settings) as writer, app_client_factory(settings) as reader:
+            timeouts_before = await _ack_timeouts(writer)
+            originals = {}
+            for product_id in product_ids:
+                first = await reader.get(f"/products/{product_id}")
+                assert first.status_code == 200, first.text
+                originals[product_id] = first.json()
+                # Filled through the script on the product's own slot: no CROSSSLOT.
+                assert await redis.get(keys.product_key(product_id)) is not None
+            assert len({redis.get_node_from_key(keys.product_key(pid)).name for pid in product_ids}) > 1
 
-                for product_id in product_ids:
-                    new_stock = originals[product_id]["stock"] + 11
-                    written = await writer.patch(f"/products/{product_id}", json={"stock": new_stock}, headers=AUTH)
-                    assert written.status_code == 200, written.text
-                    # At once: the write answered once the reader had confirmed (SPUBLISH counted it).
-                    assert (await reader.get(f"/products/{product_id}")).json()["stock"] == new_stock
-                    assert await redis.get(keys.generation_key(product_id)) is not None
-                assert await _ack_timeouts(writer) == timeouts_before, "a write gave up waiting for a healthy process"
+            for product_id in product_ids:
+                new_stock = originals[product_id]["stock"] + 11
+                written = await writer.patch(f"/products/{product_id}", json={"stock": new_stock}, headers=AUTH)
+                assert written.status_code == 200, written.text
+                # At once: the write answered once the reader had confirmed (SPUBLISH counted it).
+                assert (await reader.get(f"/products/{product_id}")).json()["stock"] == new_stock
+                assert await redis.get(keys.generation_key(product_id)) is not None
+            assert await _ack_timeouts(writer) == timeouts_before, "a write gave up waiting for a healthy process"
     finally:
         await redis.aclose()
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 
@@ -70,11 +69,10 @@ async def test_a_product_created_in_another_process_is_readable_at_once_though_p
 ) -> None:
     # Long negative TTL: only the creator's invalidation can make the reader see the new id in time.
     settings = stack.settings(catalog={"negative_ttl_s": 3600, "invalidation_ack_timeout_s": 5})
-    async with app_client_factory(settings) as writer:
-        async with app_client_factory(settings) as reader:
-            assert (await reader.get("/products/9000000000000")).status_code == 404  # the ceiling is read
-            product = {"sku": f"T-CEILING-{random.randrange(10**9)}", "name": "Past the ceiling", "price_cents": 1}
-            created = await writer.post("/products", json=product, headers=AUTH)
-            assert created.status_code == 201, created.text
-            read = await reader.get(f"/products/{created.json()['id']}")
-            assert read.status_code == 200, read.text
+    async with app_client_factory(settings) as writer, app_client_factory(settings) as reader:
+        assert (await reader.get("/products/9000000000000")).status_code == 404  # the ceiling is read
+        product = {"sku": f"T-CEILING-{random.randrange(10**9)}", "name": "Past the ceiling", "price_cents": 1}
+        created = await writer.post("/products", json=product, headers=AUTH)
+        assert created.status_code == 201, created.text
+        read = await reader.get(f"/products/{created.json()['id']}")
+        assert read.status_code == 200, read.text

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 from redis.asyncio import Redis

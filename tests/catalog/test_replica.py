@@ -21,9 +21,9 @@ from tenk.catalog import keys, metrics
 from tenk.catalog.service import CatalogService
 from tenk.stack import start_on_free_port
 from tenk.stack.pg_replica import LocalPgReplica
-from tests.support.waiting import eventually
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.cluster
 

@@ -30,11 +30,11 @@ from tests.deploy.promql import (
     run_prometheus,
     unexported,
 )
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import event
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.workers import SpawnWorker
 
 PROMETHEUS = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(

@@ -22,11 +22,11 @@ from tenk.ops.logging import JsonFormatter
 from tenk.ops.settings import OpsSettings
 from tenk.ops.tracing import app_factory, install_trace_ids_in_logs, setup_tracing
 from tests.deploy.otlp import Receiver, Span, receiving
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from tests.support.clients import AUTH
 # Ingest on the local Redis Cluster (the `cluster` tests) is split into this many stream shards.
 CLUSTER_SHARDS = 3
 
+
 async def count_rows(dsn: str, sql: str, *args: object) -> int:
     conn = await asyncpg.connect(dsn)
     try:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
@@ -13,11 +12,11 @@ from redis.asyncio import Redis
 
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import post_until_refused
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 BYTE_CAP = 200_000
 PAYLOAD = "x" * 3_000
@@ -81,7 +80,9 @@ async def test_a_corrupted_backlog_counter_heals_and_ingestion_resumes(
     app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
     spawn_worker: SpawnWorker,
 ) -> None:
-    async with app_client_factory(private_stack.settings(ingest={"max_backlog": 1000, "backlog_poll_ms": 20})) as client:
+    async with app_client_factory(
+        private_stack.settings(ingest={"max_backlog": 1000, "backlog_poll_ms": 20})
+    ) as client:
         await _corrupt_then_heal(client, private_stack, spawn_worker)
 
 

@@ -13,12 +13,12 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker, WorkerProcess
 from tests.ingest.streams import count_rows
 from tests.support.clients import AUTH, stored_id
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack, _short_tmp, start_stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker, WorkerProcess
 
 TOTAL = 50_000
 BATCH = 250

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
@@ -21,11 +21,11 @@ from tenk.ingest.producer import StreamProducer
 from tenk.outages import REDIS_DOWN
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import CLUSTER_SHARDS, count_rows
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 pytestmark = pytest.mark.cluster
 

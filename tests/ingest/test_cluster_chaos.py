@@ -20,13 +20,13 @@ import pytest
 from tenk.ingest import keys
 from tenk.stack.pgbouncer import LocalPgBouncer
 from tenk.stack.redis_cluster import LocalRedisCluster
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.test_chaos import SENDERS, Sender, _kill_mid_flush
 from tests.stack.pgbouncer import pooled_env
 from tests.support.clients import AUTH, stored_id
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 pytestmark = pytest.mark.cluster
 

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from tenk.stack import Spawned, start_http_server
-from tests.support.waiting import eventually
 from tests.ingest.streams import count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import VENV_BIN, Stack
+from tests.support.waiting import eventually
 
 
 async def _dead_letters(stack: Stack, event_id: str) -> list[tuple[str, bytes]]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import httpx

@@ -3,11 +3,10 @@ per event: the safe retry after a 503 whose append may already have run."""
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
@@ -15,11 +14,11 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from tenk.settings import Settings
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import count_rows
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 
 def _events(source: str) -> list[dict[str, object]]:

@@ -12,9 +12,9 @@ import pytest
 
 from tenk.ingest import partitions
 from tenk.stack.migrate import CREATE_LEDGER, bundled_migrations, migrate
+from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
-from tests.support.stack import Stack
 
 PARTITIONING = 6  # the migration that partitions events
 

@@ -9,12 +9,12 @@ import psutil
 import pytest
 
 from tenk.stack.pgbouncer import LocalPgBouncer
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import count_rows, event
 from tests.stack.pgbouncer import pooled_env
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 pytestmark = pytest.mark.cluster
 

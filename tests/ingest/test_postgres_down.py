@@ -3,19 +3,18 @@ once Postgres is back the worker drains everything that was accepted."""
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 
 from tenk.settings import Settings
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import count_rows, event, post_until_refused
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 CAP = 2_000
 BATCH = 100

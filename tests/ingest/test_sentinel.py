@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
@@ -16,11 +15,11 @@ from tenk.catalog import keys as catalog_keys
 from tenk.ingest import keys
 from tenk.settings import Settings
 from tenk.stack.redis_sentinel import LocalRedisSentinel
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 AppClients = Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-
-from collections.abc import AsyncIterator, Callable
 
 import httpx
 from redis.asyncio import Redis
 
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 EVENTS = 40
 SOURCE = "fewer-shards"

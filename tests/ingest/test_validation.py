@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import asyncio
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,12 +21,12 @@ from hypothesis import strategies as st
 from tenk.ingest import codec
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import event
 from tests.support.clients import AUTH, TEST_API_KEY
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 OTHER_API_KEY = "tk_other_writer_for_the_property"
 OTHER_AUTH = {"Authorization": f"Bearer {OTHER_API_KEY}"}

@@ -12,11 +12,11 @@ import orjson
 from redis.asyncio import Redis
 
 from tenk.ingest import codec, keys
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import add_entries, count_rows, event
 from tests.support.clients import AUTH, stored_id
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 
 async def _rows(stack: Stack, source: str) -> int:

@@ -4,10 +4,9 @@ stored once, another event under a stored id is dead-lettered as a conflict."""
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import asyncpg
 import httpx
@@ -16,11 +15,11 @@ import pytest
 from tenk.ingest.writers import ANONYMOUS, scoped_id
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
-from tests.support.waiting import eventually
-from tests.support.workers import SpawnWorker
 from tests.ingest.streams import count_rows, event
 from tests.support.clients import TEST_API_KEY
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
+from tests.support.workers import SpawnWorker
 
 OTHER_API_KEY = "tk_other_writer_for_the_suite"
 KEY_A = {"Authorization": f"Bearer {TEST_API_KEY}"}

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
@@ -66,7 +65,9 @@ OPS_PATHS = {"metrics": ["/metrics"], "docs": ["/docs", "/redoc", "/openapi.json
 
 @pytest.mark.parametrize("hot_lane", [True, False], ids=["hot lane", "FastAPI"])
 async def test_stored_events_need_a_reader_key_by_default(
-    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]], hot_lane: bool
+    stack: Stack,
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
+    hot_lane: bool,
 ) -> None:
     async with app_client_factory(stack.settings(hot_lane=hot_lane)) as client:
         for path in EVENT_READS:

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import orjson

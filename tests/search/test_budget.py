@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-
-from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest

@@ -16,7 +16,6 @@ WorkerProcess = Spawned
 SpawnWorker = Callable[..., WorkerProcess]
 
 
-
 @pytest.fixture
 def spawn_worker(tmp_path: Path) -> Iterator[SpawnWorker]:
     """Start `tenk worker --name NAME` processes against a stack; every one is stopped after the test."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 
@@ -15,7 +14,9 @@ from tests.upstream.vendors import OddVendor
 
 
 async def test_an_unknown_symbol_is_asked_of_the_vendor_once_per_not_found_ttl(
-    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
+    stack: Stack,
+    odd_vendor: OddVendor,
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     async with app_client_factory(stack.settings(upstream={"url": odd_vendor.url, "not_found_ttl_s": 60})) as client:
         answers = [await client.get("/quotes/NOPE") for _ in range(20)]
@@ -27,7 +28,9 @@ async def test_an_unknown_symbol_is_asked_of_the_vendor_once_per_not_found_ttl(
 
 
 async def test_a_vendor_body_past_the_cap_is_a_vendor_failure_not_read_whole(
-    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
+    stack: Stack,
+    odd_vendor: OddVendor,
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     async with app_client_factory(stack.settings(upstream={"url": odd_vendor.url})) as client:
         before = await _oversized(client)
@@ -45,7 +48,9 @@ async def _oversized(client: httpx.AsyncClient) -> float:
 
 
 async def test_a_price_json_cannot_hold_is_a_vendor_error_not_null(
-    stack: Stack, odd_vendor: OddVendor, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
+    stack: Stack,
+    odd_vendor: OddVendor,
+    app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]],
 ) -> None:
     async with app_client_factory(stack.settings(upstream={"url": odd_vendor.url})) as client:
         for symbol in ("NAN", "INF", "HUGE"):

@@ -6,13 +6,12 @@ upstream; their database connections carry an application_name so the test can s
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
