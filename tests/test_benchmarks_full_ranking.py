@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import asyncpg
-import httpx
 import orjson
 from benchmarks.full_ranking import FullRankingSearch, create_app
 
 from tenk.search.queries import RANK_ALL_MATCHES
+from tests.support.inprocess import app_in_process
 from tests.support.stack import Stack
 
 
 async def test_the_full_ranking_app_answers_search_with_the_full_ranking(stack: Stack) -> None:
     for hot_lane in (True, False):
         app = create_app(stack.settings(hot_lane=hot_lane, search={"cache": False}))
-        async with app.router.lifespan_context(app):
+        async with app_in_process(app) as client:
             assert isinstance(app.state.search, FullRankingSearch)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
-                response = await client.get("/search", params={"q": "kettle lamp", "limit": 5})
+            response = await client.get("/search", params={"q": "kettle lamp", "limit": 5})
         assert response.status_code == 200
         connection = await asyncpg.connect(stack.pg.url)
         try:

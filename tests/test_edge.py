@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tenk.app import create_app
 from tenk.settings import Settings
 from tests.support.clients import AUTH
+from tests.support.inprocess import app_in_process
 from tests.support.stack import Stack
 
 EVENT = orjson.dumps({"source": "edge-test", "ts": "2026-01-01T00:00:00Z", "payload": {"n": 1}})
@@ -114,10 +115,8 @@ async def test_middleware_added_to_the_app_sees_hot_lane_requests(stack: Stack) 
     app = create_app(stack.settings())
     app.add_middleware(Recording)
     assert app.lane is not None
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
-            assert (await client.get("/products/5")).status_code == 200
-            assert (await client.get("/products?limit=1")).status_code == 200
+    async with app_in_process(app) as client:
+        assert (await client.get("/products/5")).status_code == 200
+        assert (await client.get("/products?limit=1")).status_code == 200
     assert seen == ["/products/5", "/products"]
     assert app.lane.match({"method": "GET", "path": "/products/5", "query_string": b"", "headers": []}) is not None

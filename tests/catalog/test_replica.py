@@ -22,6 +22,7 @@ from tenk.catalog.service import CatalogService
 from tenk.stack import start_on_free_port
 from tenk.stack.pg_replica import LocalPgReplica
 from tests.support.clients import AUTH
+from tests.support.inprocess import app_in_process
 from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
@@ -45,10 +46,8 @@ def replica(stack: Stack) -> Iterator[LocalPgReplica]:
 @pytest.fixture(scope="module")
 async def replica_app(stack: Stack, replica: LocalPgReplica) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     app = create_app(stack.settings(database={"replica_urls": [replica.url]}))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
-            yield app, client
+    async with app_in_process(app) as client:
+        yield app, client
 
 
 async def _on_replica(replica: LocalPgReplica, sql: str, *args: object, as_superuser: bool = False) -> object:

@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import re
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ from tenk.lane import HotCall
 from tenk.pagination import cursor_codec
 from tenk.stack import free_port
 from tests.support.clients import AUTH, TEST_CURSOR_SECRET
+from tests.support.inprocess import app_in_process
 from tests.support.stack import Stack
 
 BIG = "9" * 5000
@@ -249,14 +249,6 @@ def _masked(body: bytes) -> bytes:
     return _MASKED.sub(rb'"\1":"*"', body)
 
 
-@asynccontextmanager
-async def _client(app: TenkAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
-            yield client
-
-
 def _counting(app: TenkAPI, served: list[bool]) -> TenkAPI:
     """Record whether the lane answered each request (False: it was left to FastAPI)."""
     lane = app.lane
@@ -298,7 +290,7 @@ async def test_every_hot_route_answers_the_same_in_both_lanes(stack: Stack, mock
         lane_app = _counting(create_app(settings), served)
         plain_app = create_app(settings.model_copy(update={"hot_lane": False}))
         assert plain_app.lane is None
-        async with _client(lane_app) as lane, _client(plain_app) as plain:
+        async with app_in_process(lane_app) as lane, app_in_process(plain_app) as plain:
             for case in _cases():
                 if case.auth_reads != auth_reads:
                     continue
@@ -342,8 +334,8 @@ async def test_with_postgres_and_redis_unreachable_both_lanes_answer_the_same_50
     mismatches: list[str] = []
     served: list[bool] = []
     async with (
-        _client(_counting(create_app(settings), served)) as lane,
-        _client(create_app(settings.model_copy(update={"hot_lane": False}))) as plain,
+        app_in_process(_counting(create_app(settings), served)) as lane,
+        app_in_process(create_app(settings.model_copy(update={"hot_lane": False}))) as plain,
     ):
         for case in _down_cases():
             served.clear()

@@ -3,7 +3,7 @@ app on the shared stack; spans are collected in memory instead of exported."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
@@ -21,6 +21,7 @@ from tenk.app import create_app
 from tenk.ops.server_spans import RequestSampler, ServerSpans, TraceIdsDrawnAhead
 from tenk.ops.settings import OpsSettings
 from tests.support.clients import AUTH
+from tests.support.inprocess import app_in_process
 from tests.support.stack import Stack
 
 # A remote parent that did not sample its trace (W3C flags 00).
@@ -53,14 +54,11 @@ def _tracer(
 CALLER = "127.0.0.1"
 
 
-async def _client(
+def _client(
     app: FastAPI, tracer: Tracer, trusted: tuple[str, ...] = (CALLER,), caller: str = CALLER
-) -> AsyncIterator[httpx.AsyncClient]:
+) -> AbstractAsyncContextManager[httpx.AsyncClient]:
     wrapped = ServerSpans(app, tracer, frozenset({"/health"}), trusted_networks=trusted)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=wrapped, client=(caller, 40000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test", headers=AUTH) as client:
-            yield client
+    return app_in_process(wrapped, lifespan_of=app, client=(caller, 40000), headers=AUTH)
 
 
 def _servers(exported: InMemorySpanExporter) -> list[ReadableSpan]:
@@ -75,7 +73,7 @@ def app(stack: Stack) -> FastAPI:
 async def test_hot_lane_and_fastapi_requests_get_a_span_named_by_route_template_with_their_status(
     app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
 ) -> None:
-    async for client in _client(app, _tracer(exported, True, ids)):
+    async with _client(app, _tracer(exported, True, ids)) as client:
         assert (await client.get("/products/1777")).status_code == 200  # served by the hot lane
         assert (await client.get("/products/0")).status_code == 422  # FastAPI words the 422
         assert (await client.get("/no/such/path")).status_code == 404
@@ -94,7 +92,7 @@ async def test_an_incoming_trace_context_is_continued(
     app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
 ) -> None:
     sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
-    async for client in _client(app, _tracer(exported, True, ids)):
+    async with _client(app, _tracer(exported, True, ids)) as client:
         await client.get("/tasks", headers={"traceparent": sampled_parent})
     (span,) = _servers(exported)
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
@@ -112,7 +110,7 @@ async def test_an_untrusted_callers_sampled_flag_does_not_force_recording(
 ) -> None:
     """With a ratio of 0 no new trace is kept: only an honoured parent's flag could record these requests."""
     sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
-    async for client in _client(app, _tracer(exported, RequestSampler(0.0), ids), trusted, caller):
+    async with _client(app, _tracer(exported, RequestSampler(0.0), ids), trusted, caller) as client:
         for _ in range(20):
             assert (await client.get("/products/1777", headers={"traceparent": sampled_parent})).status_code == 200
             assert (await client.get("/tasks", headers={"traceparent": sampled_parent})).status_code == 200
@@ -124,7 +122,7 @@ async def test_a_trusted_networks_sampled_flag_is_honoured(
 ) -> None:
     sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
     tracer = _tracer(exported, RequestSampler(0.0), ids)
-    async for client in _client(app, tracer, ("10.0.0.0/8",), "10.1.2.3"):
+    async with _client(app, tracer, ("10.0.0.0/8",), "10.1.2.3") as client:
         assert (await client.get("/tasks", headers={"traceparent": sampled_parent})).status_code == 200
     (span,) = _servers(exported)
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
@@ -151,7 +149,7 @@ async def test_an_unsampled_request_records_nothing_below_it_either(
         with tracer.start_as_current_span("child") as span:
             return {"recording": span.is_recording()}
 
-    async for client in _client(app, tracer):
+    async with _client(app, tracer) as client:
         reply = await client.get("/child", headers={"traceparent": UNSAMPLED_PARENT})
         assert reply.json() == {"recording": False}
         assert (await client.get("/products/1777", headers={"traceparent": UNSAMPLED_PARENT})).status_code == 200
@@ -170,7 +168,7 @@ async def test_a_new_trace_dropped_by_the_ratio_still_makes_its_children_drop(
             parent = trace.get_current_span().get_span_context()
             return {"recording": span.is_recording(), "trace": parent.trace_id != 0}
 
-    async for client in _client(app, _tracer(exported, RequestSampler(0.0), ids)):
+    async with _client(app, _tracer(exported, RequestSampler(0.0), ids)) as client:
         assert (await client.get("/child")).json() == {"recording": False, "trace": True}
     assert exported.get_finished_spans() == ()
 
@@ -179,7 +177,7 @@ async def test_a_ratio_keeps_its_share_of_new_traces_not_the_square_of_it(
     app: FastAPI, exported: InMemorySpanExporter, ids: type[RandomIdGenerator]
 ) -> None:
     """Asking the sampler first must not make the SDK draw again: kept requests are half, not a quarter."""
-    async for client in _client(app, _tracer(exported, RequestSampler(0.5), ids)):
+    async with _client(app, _tracer(exported, RequestSampler(0.5), ids)) as client:
         for _ in range(400):
             assert (await client.get("/products/1777")).status_code == 200
     # Binomial(400, 0.5): 200 +- 10; a second draw gives 100 +- 8.7. Either bound is 5 deviations away.
@@ -195,8 +193,7 @@ async def test_an_exception_marks_the_span_as_an_error() -> None:
         raise RuntimeError("boom")
 
     wrapped = ServerSpans(app, _tracer(exported, sample=True))
-    transport = httpx.ASGITransport(app=wrapped, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://tenk.test") as client:
+    async with app_in_process(wrapped, lifespan_of=app, raise_app_exceptions=False) as client:
         assert (await client.get("/boom")).status_code == 500
     (span,) = _servers(exported)
     assert span.status.status_code == StatusCode.ERROR

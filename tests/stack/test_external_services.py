@@ -20,6 +20,7 @@ from tenk.stack import port_is_open
 from tenk.stack.migrate import migrate
 from tenk.stack.seed import seed
 from tests.support.clients import AUTH, TEST_API_KEY
+from tests.support.inprocess import app_in_process
 
 SYSTEM_PG = "postgresql://postgres@127.0.0.1:5432"
 SYSTEM_REDIS = "redis://127.0.0.1:6379/9"
@@ -45,11 +46,8 @@ async def system_client(tmp_path: object) -> AsyncIterator[httpx.AsyncClient]:
             api_keys=[digest(TEST_API_KEY)],
             cursor_secret="external",
         )
-        app = create_app(settings)
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://compat.test") as client:
-                yield client
+        async with app_in_process(create_app(settings)) as client:
+            yield client
     finally:
         await redis.flushdb()
         await redis.aclose()
