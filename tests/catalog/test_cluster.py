@@ -20,6 +20,7 @@ from tests.catalog.test_invalidation import ack_timeouts
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.cluster
 
@@ -98,6 +99,9 @@ def test_on_a_cluster_spublish_counts_every_process_so_a_write_waits_for_a_stopp
         # Had SPUBLISH's count missed the stopped process, the writer's own confirmation would have ended the wait.
         assert took_s >= ack_timeout_s, f"the write answered after {took_s:.3f}s, before the ack timeout"
         assert ack_timeouts(http, writer) == timeouts_before + 1
-        deadline = time.monotonic() + 10
-        while http.get(stopped.base_url + product_url).json()["stock"] != new_stock:
-            assert time.monotonic() < deadline, "the thawed process kept serving the old row"
+        eventually_blocking(
+            lambda: http.get(stopped.base_url + product_url).json()["stock"] == new_stock,
+            10,
+            "the thawed process to serve the new row",
+            every=0.01,
+        )

@@ -7,7 +7,6 @@ must not put the old row back once Redis has room again.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -23,6 +22,7 @@ from tenk.catalog.service import CatalogService
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually_blocking
 
 # A local TTL far longer than the test: seeing the new value can only come from the invalidation.
 LONG_LOCAL_TTL = {"TENK_CATALOG_LOCAL_TTL_S": "300"}
@@ -52,10 +52,12 @@ def redis_full(url: str) -> Iterator[redis_sync.Redis]:
     fillers = [f"test:filler:{i}" for i in range(FILLER_BYTES // 65536)]
     try:
         client.config_set("auto-aof-rewrite-percentage", 0)
-        deadline = time.monotonic() + REWRITE_ENDS_WITHIN_S
-        while client.info("persistence")["aof_rewrite_in_progress"]:
-            assert time.monotonic() < deadline, "an AOF rewrite did not end"
-            time.sleep(0.05)
+        eventually_blocking(
+            lambda: not client.info("persistence")["aof_rewrite_in_progress"],
+            REWRITE_ENDS_WITHIN_S,
+            "an AOF rewrite to end",
+            every=0.05,
+        )
         for key in fillers:
             client.set(key, b"x" * 65536)
         memory = client.info("memory")
@@ -79,10 +81,12 @@ def _stock_seen(http: httpx.Client, server: ServerProcess, product_id: int) -> i
 
 
 def _until_fresh(http: httpx.Client, server: ServerProcess, product_id: int, stock: int) -> None:
-    deadline = time.monotonic() + FRESH_WITHIN_S
-    while _stock_seen(http, server, product_id) != stock:
-        assert time.monotonic() < deadline, f"{server.base_url} kept serving the old product"
-        time.sleep(0.01)
+    eventually_blocking(
+        lambda: _stock_seen(http, server, product_id) == stock,
+        FRESH_WITHIN_S,
+        f"{server.base_url} to serve the new product",
+        every=0.01,
+    )
 
 
 def test_a_write_while_redis_is_full_is_seen_by_every_process(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import httpx
 import yaml
 
 from tenk.stack import free_port
+from tests.support.waiting import eventually_blocking
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "tenk.json"
@@ -112,18 +112,15 @@ def run_prometheus(binary: str, workdir: Path, jobs: dict[str, list[str]], rules
         )
     prometheus = Prometheus(f"http://127.0.0.1:{port}", process, log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
+
+        def ready() -> bool:
+            assert process.poll() is None, f"prometheus exited: {log.read_text()[-2000:]}"
             try:
-                if httpx.get(f"{prometheus.url}/-/ready", timeout=1).status_code == 200:
-                    break
+                return httpx.get(f"{prometheus.url}/-/ready", timeout=1).status_code == 200
             except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"prometheus not ready in 60 s: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
+                return False
+
+        eventually_blocking(ready, 60, lambda: f"prometheus to be ready: {log.read_text()[-2000:]}", every=0.2)
         yield prometheus
     finally:
         process.terminate()

@@ -10,7 +10,6 @@ import json
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from tests.ingest.streams import event
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually_blocking
 from tests.support.workers import SpawnWorker
 
 PROMETHEUS = shutil.which("prometheus")
@@ -91,16 +91,6 @@ def _empty_or_failing(prometheus: Prometheus, queries: dict[str, str]) -> dict[s
     return problems
 
 
-def _until_all_return_series(prometheus: Prometheus, queries: dict[str, str], within: float) -> dict[str, str]:
-    """Poll until every query returns series (rates need two scrapes, recorded series an evaluation)."""
-    deadline = time.monotonic() + within
-    while True:
-        problems = _empty_or_failing(prometheus, queries)
-        if not problems or time.monotonic() > deadline:
-            return problems
-        time.sleep(1)
-
-
 @pytest.mark.slow
 @needs_prometheus
 def test_every_dashboard_query_and_rule_returns_series_from_live_tenk(live: tuple[Prometheus, str]) -> None:
@@ -113,17 +103,24 @@ def test_every_dashboard_query_and_rule_returns_series_from_live_tenk(live: tupl
     assert unexported({**records, **alerts}, exported) == {}, "rules read metrics tenk does not export"
 
     signals = {**panels, **{name: name for name in records}, **{f"{n} (recording)": e for n, e in records.items()}}
-    assert _until_all_return_series(prometheus, signals, within=90) == {}
+    # Rates need two scrapes, and recorded series an evaluation.
+    problems: dict[str, str] = {}
+
+    def all_return_series() -> bool:
+        problems.clear()
+        problems.update(_empty_or_failing(prometheus, signals))
+        return not problems
+
+    eventually_blocking(all_return_series, 90, lambda: f"every query to return series: {problems}", every=1)
 
     # Alert expressions return series only while firing; Prometheus must have evaluated each without error.
-    deadline = time.monotonic() + 60
-    while True:
+    def rules_once_alerts_evaluated() -> dict[str, dict[str, Any]] | None:
         rules = {rule["name"]: rule for rule in prometheus.rules()}
         # An unevaluated rule reports Go's zero time, 0001-01-01.
         evaluated = all(not rules.get(name, {}).get("lastEvaluation", "0001").startswith("0001") for name in alerts)
-        if evaluated or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+        return rules if evaluated else None
+
+    rules = eventually_blocking(rules_once_alerts_evaluated, 60, "Prometheus to evaluate every alert rule", every=1)
     assert set(alerts) | set(records) <= set(rules)
     assert {name: rule.get("lastError") for name, rule in rules.items() if rule["health"] != "ok"} == {}
     for name, expr in alerts.items():

@@ -4,7 +4,6 @@ receiver this test runs, and what they export. With the variable unset nothing i
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +24,7 @@ from tests.deploy.otlp import Receiver, Span, receiving
 from tests.ingest.streams import count_rows, event
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_blocking
 from tests.support.workers import SpawnWorker
 
 
@@ -34,16 +33,6 @@ def receiver() -> Iterator[Receiver]:
     """An OTLP/HTTP (protobuf) trace receiver on a free loopback port."""
     with receiving() as collected:
         yield collected
-
-
-def _until(check: Any, within: float, what: str) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {within}s waiting for {what}")
 
 
 def _descends_from(span: Span, root: Span, trace: list[Span]) -> bool:
@@ -72,33 +61,33 @@ def test_requests_hot_lane_included_trace_postgres_redis_cache_and_upstream(
     assert httpx.get(api.base_url + "/quotes/MSFT").status_code == 200
     assert httpx.post(api.base_url + "/events", json=event("trace-test"), headers=AUTH).status_code == 202
 
-    product = _until(lambda: receiver.trace_of("/products/1777"), 30, "the product read's trace")
+    product = eventually_blocking(lambda: receiver.trace_of("/products/1777"), 30, "the product read's trace")
     root = next(s for s in product if s.kind == 2)
     assert root.service == "tenk-api"
     assert "cache.lookup" in root.events
-    redis = _until(
+    redis = eventually_blocking(
         lambda: [s for s in receiver.trace_of("/products/1777") if s.attributes.get("db.system") == "redis"],
         30,
         "a Redis span under the product read",
     )
     assert all(_descends_from(span, root, receiver.trace_of("/products/1777")) for span in redis)
 
-    _until(
+    eventually_blocking(
         lambda: [s for s in receiver.trace_of("/tasks") if s.attributes.get("db.system") == "postgresql"],
         30,
         "a Postgres span under GET /tasks",
     )
-    _until(
+    eventually_blocking(
         lambda: [
             s for s in receiver.trace_of("/quotes/MSFT") if s.kind == 3 and s.attributes.get("db.system") != "redis"
         ],
         30,
         "the upstream call's client span under GET /quotes",
     )
-    assert _until(lambda: receiver.trace_of("/events"), 30, "the POST /events server span")
+    assert eventually_blocking(lambda: receiver.trace_of("/events"), 30, "the POST /events server span")
     # The producer's batched XADD runs in its own task, outside the request: its span is a trace of its own
     # (the request's context travels in the stream entry instead: see the link tests below).
-    _until(
+    eventually_blocking(
         lambda: [s for s in receiver.spans if s.service == "tenk-api" and s.name.startswith("EVAL")],
         30,
         "the stream write's Redis span",
@@ -115,12 +104,12 @@ def test_worker_traces_its_postgres_writes(
         private_stack, "trace-worker", TENK_OPS_OTEL_ENDPOINT=receiver.url, OTEL_BSP_SCHEDULE_DELAY="100"
     )
     assert httpx.post(api.base_url + "/events", json=event("trace-worker"), headers=AUTH).status_code == 202
-    writes = _until(
+    writes = eventually_blocking(
         lambda: [
             s for s in receiver.spans if s.service == "tenk-worker" and s.attributes.get("db.system") == "postgresql"
         ],
         60,
-        f"the worker's Postgres spans\n{worker.log_tail()}",
+        lambda: f"the worker's Postgres spans\n{worker.log_tail()}",
     )
     assert writes
     # An API without tracing adds no trace context to its entries: the write links to nothing.
@@ -159,13 +148,13 @@ def test_the_write_of_an_event_links_to_the_request_span_that_accepted_it(
     worker = spawn_worker(stack, "link-worker", **_traced(receiver))
     response = httpx.post(api.base_url + "/events", json=event("link-one"), headers=AUTH)
     assert response.status_code == 202
-    [accept] = _until(lambda: _server_spans(receiver, "/events"), 30, "the POST /events server span")
-    [write] = _until(
-        lambda: _linking_to(receiver, accept), 60, f"a write span linked to the accept\n{worker.log_tail()}"
+    [accept] = eventually_blocking(lambda: _server_spans(receiver, "/events"), 30, "the POST /events server span")
+    [write] = eventually_blocking(
+        lambda: _linking_to(receiver, accept), 60, lambda: f"a write span linked to the accept\n{worker.log_tail()}"
     )
     assert write.kind == 5  # consumer
     # The COPY and the rest of the batch's Postgres work are the write span's children.
-    postgres = _until(
+    postgres = eventually_blocking(
         lambda: [
             s for s in receiver.spans if s.trace_id == write.trace_id and s.attributes.get("db.system") == "postgresql"
         ],
@@ -184,7 +173,7 @@ def test_one_batch_write_links_to_every_request_whose_events_it_holds(
         assert httpx.post(api.base_url + "/events", json=event(f"link-{n}"), headers=AUTH).status_code == 202
     two = [event("link-batch"), event("link-batch")]
     assert httpx.post(api.base_url + "/events/batch", json=two, headers=AUTH).status_code == 202
-    accepts = _until(
+    accepts = eventually_blocking(
         lambda: (lambda found: found if len(found) == 4 else None)(
             _server_spans(receiver, "/events") + _server_spans(receiver, "/events/batch")
         ),
@@ -193,7 +182,9 @@ def test_one_batch_write_links_to_every_request_whose_events_it_holds(
     )
     # Started after the POSTs, with a batch of exactly their 5 events: its first read takes all of them.
     worker = spawn_worker(private_stack, "link-batch", TENK_INGEST_BATCH="5", **_traced(receiver))
-    writes = _until(lambda: _write_spans(receiver), 60, f"the batch's write span\n{worker.log_tail()}")
+    writes = eventually_blocking(
+        lambda: _write_spans(receiver), 60, lambda: f"the batch's write span\n{worker.log_tail()}"
+    )
     assert len(writes) == 1, writes
     [write] = writes
     assert write.attributes["messaging.batch.message_count"] == 5
@@ -252,12 +243,12 @@ async def test_a_garbled_trace_context_in_an_entry_is_ignored_and_its_event_writ
     async def all_written() -> bool:
         return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = ANY($1::uuid[])", ids) == 6
 
-    await eventually(all_written, 60, f"the six events\n{worker.log_tail()}")
+    await eventually(all_written, 60, lambda: f"the six events\n{worker.log_tail()}")
     for event_id in ids:
         assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = $1::uuid", event_id) == 1
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM ingest_dead_letters WHERE event_id = ANY($1)", ids) == 0
 
-    linked = _until(
+    linked = await eventually(
         lambda: [s for s in _write_spans(receiver) if (dead_trace, dead_span) in s.links], 30, "the write span"
     )
     links = {link for s in _write_spans(receiver) for link in s.links}
@@ -284,11 +275,13 @@ async def test_a_reclaimed_entry_still_links_to_its_original_accept(
         held: list[Any] = [entry_id for _, stream_entries in _pairs(reply) for entry_id, _ in stream_entries]
         assert held
         await redis.xclaim(keys.STREAM, keys.GROUP, "ghost", 0, held, idle=600_000)
-        [accept] = _until(lambda: _server_spans(receiver, "/events"), 30, "the POST /events server span")
+        [accept] = await eventually(lambda: _server_spans(receiver, "/events"), 30, "the POST /events server span")
         worker = spawn_worker(
             stack, "link-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200", **_traced(receiver)
         )
-        _until(lambda: _linking_to(receiver, accept), 60, f"the claimed entry's write span\n{worker.log_tail()}")
+        await eventually(
+            lambda: _linking_to(receiver, accept), 60, lambda: f"the claimed entry's write span\n{worker.log_tail()}"
+        )
         assert "claimed" in worker.log.read_text()
 
         async def ghost_holds_nothing() -> bool:

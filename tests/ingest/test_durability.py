@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -16,18 +14,12 @@ from redis.asyncio import Redis
 from tenk.settings import Settings
 from tenk.stack import EmbeddedRedis, start_on_free_port
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 
 
 async def _durability_check(client: httpx.AsyncClient) -> tuple[str, dict[str, object]]:
     ready = (await client.get("/ready")).json()
     return ready["status"], ready["checks"]["redis_durability"]
-
-
-async def _until_logged(caplog: pytest.LogCaptureFixture, text: str, within_s: float = 30.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not any(text in record.getMessage() for record in caplog.records):
-        assert time.monotonic() < deadline, f"nothing logged {text!r} within {within_s}s"
-        await asyncio.sleep(0.05)
 
 
 async def test_ready_is_degraded_while_redis_is_weaker_than_promised_and_the_api_never_changes_it(
@@ -64,7 +56,12 @@ async def test_a_redis_restart_that_drops_the_policy_is_noticed_without_restarti
             caplog.clear()
             private_stack.redis.stop()
             private_stack.redis.start()
-            await _until_logged(caplog, "TENK_INGEST_DURABILITY=always")
+            await eventually(
+                lambda: any("TENK_INGEST_DURABILITY=always" in record.getMessage() for record in caplog.records),
+                30,
+                "a log line naming TENK_INGEST_DURABILITY=always",
+                every=0.05,
+            )
             assert (await _durability_check(client))[0] == "degraded"
     finally:
         await redis.aclose()

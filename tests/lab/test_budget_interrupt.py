@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from tenk.lab.measuring.cpubudget import NoBudget, open_budget
+from tests.support.waiting import eventually_blocking
 
 REPO = Path(__file__).resolve().parents[2]
 # Generous: the lab starts the stack, uvicorn and k6 on a machine other tests are loading too.
@@ -60,10 +60,12 @@ def test_ctrl_c_mid_rung_removes_the_budgets_group(tmp_path: Path) -> None:
     )
     group = groups / f"tenk-lab-{lab.pid}"
     try:
-        deadline = time.monotonic() + START_DEADLINE_S
-        while time.monotonic() < deadline and not any("k6" in name for name in _commands(lab.pid)):
-            time.sleep(0.2)
-        assert any("k6" in name for name in _commands(lab.pid)), _commands(lab.pid)
+        eventually_blocking(
+            lambda: any("k6" in name for name in _commands(lab.pid)),
+            START_DEADLINE_S,
+            lambda: f"the lab to start k6, among {_commands(lab.pid)}",
+            every=0.2,
+        )
         # The target's supervisor and both workers are in the group while the rung runs.
         in_group = [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
         assert len(in_group) >= 3, in_group

@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.support.waiting import eventually_blocking
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,13 +52,17 @@ def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path, sigin
         preexec_fn=_ignore_sigint if sigint_ignored else None,
     )
     try:
-        deadline = time.monotonic() + 60
-        started: list[psutil.Process] = []
-        while time.monotonic() < deadline:
+
+        def started_k6() -> list[psutil.Process]:
             started = descendants(lab.pid)
-            if any("k6" in command(p) for p in started):
-                break
-            time.sleep(0.2)
+            return started if any("k6" in command(p) for p in started) else []
+
+        started = eventually_blocking(
+            started_k6,
+            60,
+            lambda: f"the lab to start k6, among {[command(p) for p in descendants(lab.pid)]}",
+            every=0.2,
+        )
         names = [command(p) for p in started]
         assert any("semaphore_app" in name for name in names), names
         assert any("k6" in name for name in names), names
@@ -89,10 +94,12 @@ def test_ctrl_c_keeps_what_finished_as_partial_results(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not list(tmp_path.glob("two-*/rung-01-repeat-1.json")):
-            time.sleep(0.2)
-        assert list(tmp_path.glob("two-*/rung-01-repeat-1.json")), "the first rung's result was not kept"
+        eventually_blocking(
+            lambda: list(tmp_path.glob("two-*/rung-01-repeat-1.json")),
+            120,
+            "the first rung's result to be kept",
+            every=0.2,
+        )
         lab.send_signal(signal.SIGINT)
         output = lab.communicate(timeout=60)[0].decode()
     finally:

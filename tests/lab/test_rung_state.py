@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -20,6 +19,7 @@ from tenk.lab.measuring.sampling import GaugeWatcher
 from tenk.lab.measuring.state import backlog_failures, ingest_figures, reset_upstream
 from tenk.stack import free_port
 from tests.lab.test_capacity import lab_env
+from tests.support.waiting import eventually_blocking
 
 PARKED = "lab_test_parked"
 
@@ -33,10 +33,7 @@ def test_a_gauge_keeps_its_last_value_and_its_peak_during_the_step(tmp_path: Pat
         wait_ready(item, base + "/health")
         with GaugeWatcher(base, interval_s=0.05) as watcher:
             httpx.post(base + "/set/7")
-            deadline = time.monotonic() + 30
-            while watcher.max.get(PARKED) != 7:
-                assert time.monotonic() < deadline, "the watcher never saw the peak"
-                time.sleep(0.05)
+            eventually_blocking(lambda: watcher.max.get(PARKED) == 7, 30, "the watcher to see the peak", every=0.05)
             httpx.post(base + "/set/2")
     gauges = watcher.to_json()
     assert gauges[PARKED] == {"last": 2.0, "max": 7.0}

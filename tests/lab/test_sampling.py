@@ -10,6 +10,7 @@ import time
 import psutil
 
 from tenk.lab.measuring.sampling import TreeSampler
+from tests.support.waiting import eventually_blocking
 
 SPIN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
 CPU = max(os.sched_getaffinity(0))
@@ -38,10 +39,9 @@ def test_the_target_tree_cpu_includes_its_children() -> None:
         [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {SPIN!r}])"]
     )
     try:
-        deadline = time.monotonic() + 30
-        while not psutil.Process(parent.pid).children() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        (child,) = psutil.Process(parent.pid).children()
+        (child,) = eventually_blocking(
+            lambda: psutil.Process(parent.pid).children(), 30, "the spinning child to start", every=0.05
+        )
         spent_before, started = sum(child.cpu_times()[:2]), time.monotonic()
         with TreeSampler(parent.pid, interval_s=0.5) as sampler:
             time.sleep(2.2)

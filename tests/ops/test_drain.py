@@ -12,6 +12,7 @@ import pytest
 from tenk.stack import port_is_open
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.cluster
 
@@ -19,14 +20,6 @@ pytestmark = pytest.mark.cluster
 DRAIN_S = 6.0
 # Generous: the drain itself is measured from our side, and a busy machine can stall any step.
 WAIT_S = 60.0
-
-
-def _poll(condition: Callable[[], bool], what: str) -> float:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {WAIT_S}s for {what}"
-        time.sleep(0.02)
-    return time.monotonic()
 
 
 def test_on_sigterm_ready_fails_first_then_the_node_serves_on_then_closes(
@@ -39,7 +32,9 @@ def test_on_sigterm_ready_fails_first_then_the_node_serves_on_then_closes(
         assert http.get(f"{api.base_url}/ready").status_code == 200
         api.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        _poll(lambda: http.get(f"{api.base_url}/ready").status_code == 503, "/ready to answer 503")
+        eventually_blocking(
+            lambda: http.get(f"{api.base_url}/ready").status_code == 503, WAIT_S, "/ready to answer 503", every=0.02
+        )
         assert http.get(f"{api.base_url}/ready").json()["status"] == "draining"
         # Out of rotation, yet every request that still arrives is served: readiness went false first.
         assert http.get(f"{api.base_url}/products/1").status_code == 200

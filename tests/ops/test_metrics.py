@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -9,6 +8,7 @@ import httpx
 
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually_blocking
 
 # The last request's count lands within milliseconds of its answer; this bound only keeps a lost count
 # from hanging the test.
@@ -64,11 +64,16 @@ def test_with_several_workers_counters_add_up_across_processes(
     with httpx.Client(base_url=api.base_url, timeout=5, limits=httpx.Limits(max_keepalive_connections=0)) as http:
         # A request is counted once its response has been sent, so the last one's count can land just
         # after the client has its answer (seen on a busy machine: 39 of 40): wait for it, never past it.
-        deadline = time.monotonic() + COUNTED_WITHIN_S
-        while (counted := _tasks_counted(text := http.get("/metrics").text)) < 40:
-            assert time.monotonic() < deadline, text
-            time.sleep(0.05)
-    assert counted == 40, text
+        scraped: list[str] = []
+
+        def all_counted() -> bool:
+            scraped.append(http.get("/metrics").text)
+            return _tasks_counted(scraped[-1]) >= 40
+
+        eventually_blocking(
+            all_counted, COUNTED_WITHIN_S, lambda: f"the 40 requests to be counted in\n{scraped[-1]}", every=0.05
+        )
+    assert _tasks_counted(scraped[-1]) == 40, scraped[-1]
 
 
 def _tasks_counted(text: str) -> float:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from tenk.outages import postgres_is_down
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 
 # Transient or infrastructure failures, by the class asyncpg raises (the class carries the SQLSTATE).
 DOWN = [
@@ -101,12 +101,17 @@ async def test_writes_on_a_read_only_database_answer_503_with_retry_after(
             assert any(r.status_code == 503 and r.json()["error"]["code"] == "database_unavailable" for r in seen)
             await admin.execute("ALTER DATABASE tenk RESET default_transaction_read_only")
             await _terminate_api_backends(private_stack)
-            deadline = time.monotonic() + 30
-            while (await http.post("/tasks", json={"title": "back"}, headers=AUTH)).status_code != 201:
-                assert time.monotonic() < deadline, "writes did not come back after the database did"
-                await asyncio.sleep(0.05)
+
+            async def writes_back() -> bool:
+                return (await http.post("/tasks", json={"title": "back"}, headers=AUTH)).status_code == 201
+
+            await eventually(writes_back, 30, "writes to come back after the database did", every=0.05)
     finally:
         await admin.close()
+
+
+def _ok(response: httpx.Response) -> bool:
+    return response.status_code == 200
 
 
 def _read_paths() -> itertools.cycle[str]:
@@ -137,24 +142,30 @@ async def test_fast_shutdown_and_killed_backends_answer_503_never_500(
         while not stop.is_set():
             seen.append(await http.get(next(paths), headers=AUTH))
 
-    async def wait_for(predicate: Callable[[httpx.Response], bool], what: str) -> None:
-        start, deadline = len(seen), time.monotonic() + 60
-        while not any(predicate(r) for r in seen[start:]):
-            assert time.monotonic() < deadline, what
-            await asyncio.sleep(0.05)
+    def answered_from_now(predicate: Callable[[httpx.Response], bool]) -> Callable[[], bool]:
+        """A check: has a response from now on matched `predicate`?"""
+        start = len(seen)
+        return lambda: any(predicate(r) for r in seen[start:])
 
     async with httpx.AsyncClient(base_url=api.base_url, timeout=15) as http:
         readers = [asyncio.create_task(reader(http)) for _ in range(16)]
         try:
-            await wait_for(lambda r: r.status_code == 200, "the API never answered")
+            await eventually(answered_from_now(_ok), 60, "the API to answer", every=0.05)
             for _ in range(10):
                 await _terminate_api_backends(private_stack)
-                await wait_for(lambda r: r.status_code == 200, "the API did not recover from killed backends")
+                await eventually(answered_from_now(_ok), 60, "the API to recover from killed backends", every=0.05)
             # What `tenk down` does: a fast shutdown under load, then the server comes back.
             await asyncio.to_thread(private_stack.pg.stop)
-            await wait_for(lambda r: r.status_code == 503, "no 503 while Postgres was down")
+            await eventually(
+                answered_from_now(lambda r: r.status_code == 503), 60, "a 503 while Postgres is down", every=0.05
+            )
             await asyncio.to_thread(private_stack.pg.start)
-            await wait_for(lambda r: r.status_code == 200 and "/tasks" in str(r.url), "tasks did not come back")
+            await eventually(
+                answered_from_now(lambda r: r.status_code == 200 and "/tasks" in str(r.url)),
+                60,
+                "tasks to come back",
+                every=0.05,
+            )
         finally:
             stop.set()
             await asyncio.gather(*readers)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import asyncpg
 import orjson
@@ -11,6 +10,7 @@ from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.seed import VOCABULARY
 from tests.support.stack import Stack
+from tests.support.waiting import eventually
 
 
 class SteppedClock:
@@ -34,13 +34,6 @@ async def _counted_pool(stack: Stack, statements: list[str]) -> asyncpg.Pool:
 def _searches(statements: list[str]) -> int:
     """Result pages loaded from Postgres (each load runs one ranking statement once)."""
     return statements.count(RANK_CANDIDATES) + statements.count(RANK_ONE_WORD)
-
-
-async def _until(condition: object, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 async def test_identical_concurrent_searches_of_a_query_seen_before_share_one_query_and_then_hit_the_cache(
@@ -98,7 +91,9 @@ async def test_a_hot_page_is_refreshed_once_ahead_of_expiry_and_no_request_waits
         assert set(pages) == {first}
         assert service.refreshes == 1
         pages_kept = service.pages
-        await _until(lambda: pages_kept.writes == 2 and not service.loads)
+        await eventually(
+            lambda: pages_kept.writes == 2 and not service.loads, 30, "the background reload to be kept", every=0.01
+        )
         assert _searches(statements) == 3
 
         # Past the first load's expiry: the page was replaced ahead of it, so with Postgres unable to
@@ -167,7 +162,7 @@ async def test_pages_due_for_refresh_together_reload_on_at_most_half_the_slots_a
         await asyncio.gather(*(service.search(word, 10) for word in words))
         assert service.refreshes == 2  # half of the 4 slots; the other pages wait for a later request
         assert service.bulkhead.inflight <= 2
-        await _until(lambda: not service._refreshes)
+        await eventually(lambda: not service._refreshes, 30, "the background refreshes to end", every=0.01)
 
         await asyncio.gather(*(service.search(word, 10) for word in words))
         assert service.refreshes == 4  # the next requests start the next reloads, still two at a time

@@ -19,6 +19,7 @@ import pytest
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack, _short_tmp, start_stack
+from tests.support.waiting import eventually_blocking
 
 PRODUCTS = 20_000
 ROUNDS = 6
@@ -70,14 +71,11 @@ def _block(http: httpx.Client, rng: random.Random) -> tuple[list[float], list[fl
     return [t for t, _ in pairs], [p for _, p in pairs]
 
 
-def _until_answered(flood: subprocess.Popen[bytes], answered: Path) -> None:
-    """Until the flood has had its first answer: on a busy machine its start (a Python process and its
-    imports) can outlast the whole measurement, which would then compare two unloaded samples."""
-    deadline = time.monotonic() + FLOOD_START_S
-    while not answered.exists():
-        assert flood.poll() is None, flood.stderr.read().decode() if flood.stderr else ""
-        assert time.monotonic() < deadline, f"the flood had no answer within {FLOOD_START_S}s"
-        time.sleep(0.05)
+def _flood_answered(flood: subprocess.Popen[bytes], answered: Path) -> bool:
+    """Has the flood had its first answer? On a busy machine its start (a Python process and its imports)
+    can outlast the whole measurement, which would then compare two unloaded samples."""
+    assert flood.poll() is None, flood.stderr.read().decode() if flood.stderr else ""
+    return answered.exists()
 
 
 def test_a_search_flood_leaves_tasks_and_product_misses_within_twice_their_unloaded_p99(
@@ -105,7 +103,9 @@ def test_a_search_flood_leaves_tasks_and_product_misses_within_twice_their_unloa
         stderr=subprocess.PIPE,
     )
     try:
-        _until_answered(flood, answered)
+        eventually_blocking(
+            lambda: _flood_answered(flood, answered), FLOOD_START_S, "the flood's first answer", every=0.05
+        )
         with httpx.Client(base_url=api.base_url, headers=AUTH, timeout=60) as http:
             # Interleaved, so that whatever else the machine is doing weighs on both sides alike.
             for _ in range(ROUNDS):

@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import psutil
 
 from tenk.stack import free_port
+from tests.support.waiting import eventually_blocking
 
 # A fresh machine has no redis-server of its own: as root, a private mount namespace in which the system's
 # redis-server and valkey-server are /dev/null (not executable), so only the packages' server can serve.
@@ -75,19 +76,27 @@ class DevRun:
         subprocess.run([str(tenk), "down"], env=self.env, capture_output=True, timeout=120)
 
 
-def _wait_ready(run: DevRun) -> bool:
-    """True once /ready answers 200; False if `tenk dev` exited (a port was taken: the caller retries)."""
-    deadline = time.monotonic() + READY_WITHIN_S
-    while time.monotonic() < deadline:
-        if run.process.poll() is not None:
-            return False
-        try:
-            if httpx.get(run.base_url + "/ready", timeout=2).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"tenk dev not ready within {READY_WITHIN_S}s:\n{run.log_text()[-4000:]}")
+def _ready_or_exited(run: DevRun) -> Literal["ready", "exited"] | None:
+    """A check: "ready" once /ready answers 200, "exited" if `tenk dev` exited (a port was taken: the caller
+    retries)."""
+    if run.process.poll() is not None:
+        return "exited"
+    try:
+        if httpx.get(run.base_url + "/ready", timeout=2).status_code == 200:
+            return "ready"
+    except httpx.HTTPError:
+        pass
+    return None
+
+
+def _ready_or_exited_in_time(run: DevRun) -> Literal["ready", "exited"]:
+    # Outside start_dev's loop, so that the checks bind this attempt's run.
+    return eventually_blocking(
+        lambda: _ready_or_exited(run),
+        READY_WITHIN_S,
+        lambda: f"tenk dev to be ready:\n{run.log_text()[-4000:]}",
+        every=0.2,
+    )
 
 
 def start_dev(
@@ -130,7 +139,7 @@ def start_dev(
                 preexec_fn=ignore_sigint if sigint_ignored else None,
             )
         run = DevRun(process, f"http://127.0.0.1:{api_port}", data_dir, log, env)
-        if _wait_ready(run):
+        if _ready_or_exited_in_time(run) == "ready":
             return run
         if "is taken" not in run.log_text():
             raise RuntimeError(f"tenk dev exited with {process.returncode}:\n{run.log_text()[-4000:]}")
@@ -150,10 +159,11 @@ def read_write_and_event(run: DevRun, within_s: float = 60.0) -> None:
         body = {"source": "smoke", "ts": "2026-01-02T03:04:05Z", "payload": {"n": 1}, "event_id": event_id}
         accepted = client.post("/events", json=body, headers=auth)
         assert accepted.status_code == 202, accepted.text
-        deadline = time.monotonic() + within_s
-        while client.get(f"/events/{event_id}", headers=auth).status_code != 200:
-            assert time.monotonic() < deadline, f"event not written within {within_s}s:\n{run.log_text()[-3000:]}"
-            time.sleep(0.1)
+        eventually_blocking(
+            lambda: client.get(f"/events/{event_id}", headers=auth).status_code == 200,
+            within_s,
+            lambda: f"the event to be written:\n{run.log_text()[-3000:]}",
+        )
 
 
 def ignore_sigint() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from tenk.stack.dev import Child, GaveUpError, Supervisor
 from tests.stack.dev_runs import DevRun, dev_run, read_write_and_event
 from tests.support.stack import VENV_BIN
+from tests.support.waiting import eventually_blocking
 
 
 @pytest.fixture
@@ -22,21 +22,14 @@ def dev(stack_root: Path) -> Iterator[DevRun]:
     yield from dev_run(VENV_BIN / "tenk", stack_root)
 
 
-def _until(condition: object, within_s: float, what: str) -> None:
-    deadline = time.monotonic() + within_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what} not within {within_s}s"
-        time.sleep(0.1)
-
-
 def test_a_killed_worker_is_restarted_loudly_and_the_api_keeps_serving(dev: DevRun) -> None:
     [worker] = dev.children("worker --name")
     [api] = [p for p in psutil.Process(dev.process.pid).children() if p.pid != worker.pid]
     worker.send_signal(signal.SIGKILL)
 
-    _until(lambda: "was killed by SIGKILL" in dev.log_text(), 30, "a log line naming the death")
+    eventually_blocking(lambda: "was killed by SIGKILL" in dev.log_text(), 30, "a log line naming the death")
     assert "ingest worker" in dev.log_text()
-    _until(lambda: any(p.pid != worker.pid for p in dev.children("worker --name")), 60, "a new worker")
+    eventually_blocking(lambda: any(p.pid != worker.pid for p in dev.children("worker --name")), 60, "a new worker")
     assert dev.process.poll() is None
     assert api.is_running(), "the API must not be stopped because the worker died"
     assert httpx.get(dev.base_url + "/products/3", timeout=10).status_code == 200
@@ -56,20 +49,24 @@ def _quote_status(run: DevRun) -> int:
 
 def test_a_killed_mock_vendor_is_restarted_loudly_and_the_api_keeps_serving(dev_with_mock: DevRun) -> None:
     dev = dev_with_mock
-    _until(lambda: _quote_status(dev) == 200, 60, "a quote through the mock vendor")
+    eventually_blocking(lambda: _quote_status(dev) == 200, 60, "a quote through the mock vendor")
     [mock] = dev.children("mock-upstream")
     helpers = {mock.pid, *(p.pid for p in dev.children("worker --name"))}
     [api] = [p for p in psutil.Process(dev.process.pid).children() if p.pid not in helpers]
     mock.send_signal(signal.SIGKILL)
 
-    _until(lambda: f"mock-upstream (pid {mock.pid}) was killed by SIGKILL" in dev.log_text(), 30, "a log line")
+    eventually_blocking(
+        lambda: f"mock-upstream (pid {mock.pid}) was killed by SIGKILL" in dev.log_text(),
+        30,
+        "a log line naming its death",
+    )
     # While the vendor is down the API answers what does not need it.
     assert httpx.get(dev.base_url + "/products/3", timeout=10).status_code == 200
-    _until(lambda: any(p.pid != mock.pid for p in dev.children("mock-upstream")), 60, "a new mock vendor")
+    eventually_blocking(lambda: any(p.pid != mock.pid for p in dev.children("mock-upstream")), 60, "a new mock vendor")
     assert dev.process.poll() is None
     assert api.is_running(), "the API must not be stopped because the mock vendor died"
     # Quotes come back once the new mock listens (and the breaker, if the outage opened it, lets a probe by).
-    _until(lambda: _quote_status(dev) == 200, 60, "a quote through the restarted mock vendor")
+    eventually_blocking(lambda: _quote_status(dev) == 200, 60, "a quote through the restarted mock vendor")
     read_write_and_event(dev)
 
 
@@ -94,13 +91,6 @@ def _crasher(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def _check_until_it_raises(supervisor: Supervisor, within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        supervisor.check()
-        time.sleep(0.01)
-
-
 def test_a_child_that_keeps_dying_at_once_makes_the_supervisor_give_up() -> None:
     supervisor = Supervisor(
         [Child("doomed", _crasher("raise SystemExit(3)")), Child("fine", _crasher("import time; time.sleep(60)"))],
@@ -111,7 +101,8 @@ def test_a_child_that_keeps_dying_at_once_makes_the_supervisor_give_up() -> None
     supervisor.start()
     try:
         with pytest.raises(GaveUpError, match="doomed exited with code 3 4 times in a row"):
-            _check_until_it_raises(supervisor, within_s=60)
+            # check() returns nothing until it gives up, and then raises.
+            eventually_blocking(supervisor.check, 60, "the supervisor to give up on doomed", every=0.01)
         fine = supervisor.children[1].process
         assert fine is not None
         assert fine.poll() is None, "a healthy sibling is never restarted or stopped by another's deaths"
@@ -126,13 +117,15 @@ def test_restart_backoff_doubles_up_to_its_cap() -> None:
     supervisor.start()
     delays: list[float] = []
     try:
-        deadline = time.monotonic() + 60
-        while len(delays) < 4 and time.monotonic() < deadline:
+
+        def four_deaths_seen() -> bool:
             scheduled, was_running = child.backoff.upcoming_s, child.process is not None
             supervisor.check()
             if was_running and child.process is None:
                 delays.append(scheduled)
-            time.sleep(0.005)
+            return len(delays) >= 4
+
+        eventually_blocking(four_deaths_seen, 60, lambda: f"four deaths, seen {delays}", every=0.005)
     finally:
         supervisor.stop()
     assert delays == [0.05, 0.1, 0.2, 0.2]

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
+from tests.support.waiting import eventually
 from tests.upstream.vendors import QuotesClient
 
 BREAKER_KNOBS = {"breaker_min_calls": 4, "breaker_open_s": 1, "breaker_window_s": 30, "cache_ttl_s": 0}
 PROBE_HELD_MS = 4000
-
-
-async def _until_the_vendor_holds(mock: MockUpstreamProcess, symbol: str, within_s: float = 30.0) -> None:
-    deadline = time.monotonic() + within_s
-    while (await asyncio.to_thread(mock.stats, symbol))["symbol"]["quotes"] < 1:
-        assert time.monotonic() < deadline, f"the vendor never saw {symbol} within {within_s}s"
-        await asyncio.sleep(0.02)
 
 
 def _breaker_state(metrics: str) -> float:
@@ -54,7 +47,11 @@ async def test_the_breaker_opens_half_opens_with_a_single_probe_and_closes(
         mock.set_profile(error_rate=0, p50_ms=PROBE_HELD_MS, p99_ms=PROBE_HELD_MS)
         await asyncio.sleep(1.1)
         probe = asyncio.create_task(client.get("/quotes/PROBE3"))
-        await _until_the_vendor_holds(mock, "PROBE3")
+
+        async def vendor_holds_the_probe() -> bool:
+            return int((await asyncio.to_thread(mock.stats, "PROBE3"))["symbol"]["quotes"]) >= 1
+
+        await eventually(vendor_holds_the_probe, 30, "the vendor to see PROBE3", every=0.02)
         assert _breaker_state((await client.get("/metrics")).text) == 2
         waiting = await asyncio.gather(*(client.get(f"/quotes/WAIT{i}") for i in range(50)))
         assert {r.status_code for r in waiting} == {503}

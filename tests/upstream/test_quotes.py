@@ -8,7 +8,8 @@ import time
 import pytest
 
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
-from tests.upstream.vendors import QuotesClient, wait_until_parked
+from tests.support.waiting import eventually
+from tests.upstream.vendors import QuotesClient
 
 
 async def test_a_quote_comes_from_the_vendor_in_our_shape(
@@ -57,7 +58,11 @@ async def test_a_full_bulkhead_gives_503_with_retry_after_at_once(
     mock.set_profile(p50_ms=1500, p99_ms=1500)
     async with quotes_client(max_inflight=3) as client:
         parked = [asyncio.create_task(client.get(f"/quotes/PARK{i}")) for i in range(3)]
-        await wait_until_parked(mock, 3)
+
+        async def all_three_held() -> bool:
+            return int((await asyncio.to_thread(mock.stats))["in_flight"]) >= 3
+
+        await eventually(all_three_held, 10, "the vendor to hold the 3 parked requests", every=0.05)
         inflight_gauge = (await client.get("/metrics")).text
         started = time.perf_counter()
         rejected = await client.get("/quotes/ONEMORE")

@@ -1,4 +1,4 @@
-"""The vendors the quotes tests call: how many requests the mock holds, and a vendor with odd answers."""
+"""The vendors the quotes tests call: the mock behind a client, and a vendor with odd answers."""
 
 from __future__ import annotations
 
@@ -8,20 +8,7 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 
-from tenk.lab.targets.mock_upstream import MockUpstreamProcess
-
 QuotesClient = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
-
-
-async def wait_until_parked(mock: MockUpstreamProcess, count: int, timeout_s: float = 10.0) -> int:
-    """Wait until the vendor holds at least `count` requests; return how many it holds."""
-    held = 0
-    for _ in range(int(timeout_s / 0.05)):
-        held = (await asyncio.to_thread(mock.stats))["in_flight"]
-        if held >= count:
-            return int(held)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the vendor holds {held} requests, not {count}, after {timeout_s}s")
 
 
 class OddVendor:

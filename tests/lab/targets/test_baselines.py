@@ -7,7 +7,6 @@ upstream; their database connections carry an application_name so the test can s
 from __future__ import annotations
 
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from tenk.settings import Settings
 from tenk.stack import free_port, wait_http_ok
 from tests.support.clients import AUTH as TENK_AUTH
 from tests.support.stack import VENV_BIN, Stack
+from tests.support.waiting import eventually_blocking
 
 BASELINES = ["naive_sync", "naive_blocking", "naive_async"]
 AUTH = {"Authorization": "Bearer any-key-at-all"}
@@ -214,10 +214,12 @@ def test_each_request_opens_and_closes_its_own_connection(baseline: Baseline, ht
     for _ in range(5):
         assert http.get("/tasks", params={"limit": 1}).status_code == 200
     # A closed connection's backend exits just after the client hangs up: poll, don't race it.
-    deadline = time.monotonic() + 10
-    while backends(stack, baseline.app_name) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert backends(stack, baseline.app_name) == 0
+    eventually_blocking(
+        lambda: backends(stack, baseline.app_name) == 0,
+        10,
+        "every backend of the closed connections to exit",
+        every=0.05,
+    )
 
 
 def test_access_log_writes_a_line_per_request_unless_turned_off(

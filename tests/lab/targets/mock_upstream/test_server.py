@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from tenk.lab.targets.mock_upstream import ADMIN_TOKEN_ENV, MockUpstreamProcess
 from tenk.stack import Spawned, start_http_server
 from tests.support.stack import SERVER_START_S, VENV_BIN
+from tests.support.waiting import eventually, eventually_blocking
 
 
 def test_a_quote_is_json_and_counted_per_symbol(mock: MockUpstreamProcess) -> None:
@@ -124,9 +125,7 @@ def test_a_hung_request_is_held_until_the_client_gives_up(mock: MockUpstreamProc
     mock.set_profile(hang_rate=1.0)
     with pytest.raises(httpx.ReadTimeout):
         httpx.get(f"{mock.url}/v1/quotes/HANG", timeout=0.3)
-    deadline = time.monotonic() + 5
-    while mock.stats()["client_gone"] < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    eventually_blocking(lambda: mock.stats()["client_gone"] >= 1, 5, "the vendor to see the client go", every=0.05)
     stats = mock.stats()
     assert stats["client_gone"] == 1
     assert stats["in_flight"] == 0
@@ -153,15 +152,13 @@ def test_pipelined_requests_are_answered_in_order_on_one_connection(mock: MockUp
 async def test_a_thousand_parked_requests_are_held_then_all_answered(mock: MockUpstreamProcess) -> None:
     mock.set_profile(p50_ms=1500, p99_ms=1500)
     task = asyncio.create_task(_timed_quotes(mock.url, 1000, "PARK"))
-    deadline = time.monotonic() + 10
-    peak = 0
-    while time.monotonic() < deadline and not task.done():
-        peak = max(peak, (await asyncio.to_thread(mock.stats))["in_flight"])
-        if peak == 1000:
-            break
-        await asyncio.sleep(0.05)
+
+    async def all_held() -> bool:
+        assert not task.done(), "the requests were answered before the vendor held all 1000"
+        return int((await asyncio.to_thread(mock.stats))["in_flight"]) == 1000
+
+    await eventually(all_held, 10, "the vendor to hold all 1000 requests", every=0.05)
     results = await asyncio.wait_for(task, 20)
-    assert peak == 1000
     assert {status for status, _ in results} == {200}
     assert mock.stats()["in_flight"] == 0
 
