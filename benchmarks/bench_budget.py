@@ -123,7 +123,7 @@ def measure(path: HotPath, env: dict[str, str], workdir: Path, plant_iterations:
     done = subprocess.run(argv, env=run_env, cwd=REPO, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{path.name}: driver failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    units = json.loads(done.stdout.strip().splitlines()[-1])["units"]
+    units: float = json.loads(done.stdout.strip().splitlines()[-1])["units"]
     return _instructions(dump) / units
 
 

@@ -61,7 +61,7 @@ def _schema(base_url: str) -> Any:
     return schemathesis.openapi.from_url(f"{base_url}/openapi.json")
 
 
-def _operations(base_url: str) -> list[schemathesis.APIOperation]:
+def _operations(base_url: str) -> list[schemathesis.APIOperation[Any, Any, Any, Any]]:
     return [result.ok() for result in _schema(base_url).get_all_operations()]
 
 
@@ -73,9 +73,9 @@ def test_no_generated_input_produces_a_server_error_or_an_undocumented_body(live
 
         @given(case=operation.as_strategy())
         @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        def call(case: schemathesis.Case) -> None:
+        def call(case: schemathesis.Case[Any]) -> None:
             # With a valid key, so that generated bodies reach the handlers and the database, not just auth.
-            case.headers = {**(case.headers or {}), **AUTH}
+            case.headers.update(AUTH)
             case.call_and_validate(checks=CHECKS)
 
         call()
@@ -85,10 +85,10 @@ def test_create_read_change_delete_sequences_follow_the_documented_links(live_ap
     machine = _schema(live_api).as_state_machine()
 
     class WithKey(machine):  # type: ignore[misc, valid-type]
-        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+        def get_call_kwargs(self, case: schemathesis.Case[Any]) -> dict[str, Any]:
             return {"headers": AUTH}
 
-        def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
+        def validate_response(self, response: Any, case: schemathesis.Case[Any], **kwargs: Any) -> None:
             case.validate_response(response, checks=CHECKS)
 
     WithKey.run(

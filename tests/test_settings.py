@@ -54,10 +54,11 @@ def test_a_domain_variable_lands_in_its_branch_and_service_wide_ones_stay_at_the
     assert (tree["api_keys"], tree["data_dir"], tree["port"]) == (["ab12", "cd34"], "/srv/tenk", 9000)
 
 
-def _defaults(branch: str) -> object:
+def _defaults(branch: str) -> dict[str, object]:
     model = getattr(Settings.model_construct(), branch)
     assert isinstance(model, BaseModel)
-    return json.loads(model.model_dump_json())
+    defaults: dict[str, object] = json.loads(model.model_dump_json())
+    return defaults
 
 
 def test_no_service_wide_setting_is_named_like_a_branch() -> None:

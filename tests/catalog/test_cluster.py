@@ -11,6 +11,8 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from tenk.catalog import keys
 from tenk.connections import redis_from_url
@@ -31,6 +33,14 @@ async def _ack_timeouts(client: httpx.AsyncClient) -> float:
         if line.startswith("tenk_catalog_invalidation_ack_timeouts_total "):
             return float(line.split()[1])
     raise AssertionError("tenk_catalog_invalidation_ack_timeouts_total is not exported")
+
+
+def _node_of(redis: Redis, key: str) -> str:
+    """The cluster node that holds `key`: redis_from_url types its cluster client as a Redis."""
+    assert isinstance(redis, RedisCluster)
+    node = redis.get_node_from_key(key)
+    assert node is not None
+    return node.name
 
 
 async def test_a_write_through_one_process_is_never_served_stale_by_another_on_a_cluster(
@@ -55,7 +65,7 @@ async def test_a_write_through_one_process_is_never_served_stale_by_another_on_a
                 originals[product_id] = first.json()
                 # Filled through the script on the product's own slot: no CROSSSLOT.
                 assert await redis.get(keys.product_key(product_id)) is not None
-            assert len({redis.get_node_from_key(keys.product_key(pid)).name for pid in product_ids}) > 1
+            assert len({_node_of(redis, keys.product_key(pid)) for pid in product_ids}) > 1
 
             for product_id in product_ids:
                 new_stock = originals[product_id]["stock"] + 11

@@ -178,7 +178,7 @@ def test_tenk_signs_in_as_the_app_role_that_initdb_creates_never_the_superuser(r
     postgres = _env(services["postgres"])
     app_role = postgres["APP_DB_USER"]
     assert app_role != postgres["POSTGRES_USER"]
-    mounts = dict(reversed(_mount(volume)) for volume in services["postgres"]["volumes"])
+    mounts = {target: source for source, target in map(_mount, services["postgres"]["volumes"])}
     initdb = Path(mounts["/docker-entrypoint-initdb.d"])
     assert sorted(p.name for p in initdb.iterdir()) == ["10-app-role.sql"]
     for name in ("migrate", "api-1", "api-2", "worker-1", "worker-2"):

@@ -76,8 +76,8 @@ def test_the_services_start_with_their_secrets(tmp_path: Path) -> None:
     path = _entrypoint_stand_in(tmp_path, "echo started")
     given = {"POSTGRES_PASSWORD": "p" * 24, "APP_DB_PASSWORD": "a" * 24, "VALKEY_PASSWORD": "v" * 24}
     for service in ("postgres", "valkey"):
-        done = _run_script(service, {**path, **given}, stdout=subprocess.PIPE)
-        assert done.communicate(timeout=SERVER_START_S)[0] == b"started\n", service
+        started = _run_script(service, {**path, **given}, stdout=subprocess.PIPE)
+        assert started.communicate(timeout=SERVER_START_S)[0] == b"started\n", service
     # Grafana's entrypoint is /run.sh: the stand-in takes its place.
     script = service_script(SERVICES["grafana"]).replace("exec /run.sh", "exec docker-entrypoint.sh")
     done = subprocess.run(

@@ -33,8 +33,8 @@ def expected(name: str) -> set[Place]:
         for line in listing.read_text().splitlines():
             if line.strip() and not line.startswith("#"):
                 where, rule = line.split()
-                file, number = where.split(":")
-                places.add((rule, file, int(number)))
+                file, line_number = where.split(":")
+                places.add((rule, file, int(line_number)))
     return places
 
 

@@ -155,7 +155,7 @@ async def _timed_out_then_retried(
 
     admin = aioredis.from_url(stack.redis.url)
     try:
-        stall = asyncio.create_task(admin.eval(_STALL, 0, int(STALL_S * 1_000_000)))
+        stall = asyncio.ensure_future(admin.eval(_STALL, 0, int(STALL_S * 1_000_000)))
         await eventually(lambda: _stalled(stack.redis.url), 10, "Redis stalled by the busy script")
         first = await client.post("/events/batch", json=events, headers=headers)
         assert first.status_code == 503, first.text

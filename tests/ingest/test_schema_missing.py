@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import asyncpg
 import orjson
@@ -32,7 +33,9 @@ async def unmigrated(stack: Stack) -> AsyncIterator[str]:
 
 
 @pytest.mark.parametrize("mode", ["copy", "insert"])
-async def test_a_missing_events_table_stops_the_writer_after_the_schema_wait(unmigrated: str, mode: str) -> None:
+async def test_a_missing_events_table_stops_the_writer_after_the_schema_wait(
+    unmigrated: str, mode: Literal["copy", "insert"]
+) -> None:
     entry, _ = codec.parse_one(orjson.dumps(event("wk-unmigrated", str(uuid.uuid4()))))
     writer = PostgresWriter(unmigrated, mode, "w-unmigrated", schema_wait_s=SCHEMA_WAIT_S)
     started = time.monotonic()

@@ -37,7 +37,8 @@ def kept_rungs() -> list[RungResult]:
 def stored_summary() -> dict[str, Any]:
     summary = kept_rungs()[0].k6_summary
     assert summary
-    return json.loads(json.dumps(summary))
+    copied: dict[str, Any] = json.loads(json.dumps(summary))
+    return copied
 
 
 @pytest.mark.parametrize("rung", kept_rungs(), ids=lambda rung: rung.label)

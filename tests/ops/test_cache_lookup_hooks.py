@@ -15,8 +15,8 @@ from tenk.upstream import metrics as upstream_metrics
 LOCAL_PRODUCT_HIT = {"cache": "product", "layer": "local", "result": "hit"}
 
 
-def _local_product_hits() -> float | None:
-    return REGISTRY.get_sample_value("tenk_cache_lookups_total", LOCAL_PRODUCT_HIT)
+def _local_product_hits() -> float:
+    return REGISTRY.get_sample_value("tenk_cache_lookups_total", LOCAL_PRODUCT_HIT) or 0.0
 
 
 async def test_a_hook_hears_each_cache_lookup_a_request_counts_with_its_labels(client: httpx.AsyncClient) -> None:

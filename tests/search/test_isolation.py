@@ -9,13 +9,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 
+from tenk.settings import Settings
 from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack, _short_tmp, start_stack
@@ -130,7 +132,7 @@ def test_a_search_flood_leaves_tasks_and_product_misses_within_twice_their_unloa
 
 
 async def test_a_search_over_its_statement_timeout_is_503_with_retry_after(
-    stack: Stack, app_client_factory: Callable[..., AsyncIterator[httpx.AsyncClient]]
+    stack: Stack, app_client_factory: Callable[[Settings], AbstractAsyncContextManager[httpx.AsyncClient]]
 ) -> None:
     blocker = await asyncpg.connect(stack.pg.url)
     try:

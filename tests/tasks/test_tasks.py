@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from typing import Any
 
 import httpx
 import pytest
@@ -107,8 +108,8 @@ async def test_keyset_pages_return_every_row_exactly_once_under_concurrent_inser
     assert ids == sorted(ids)
 
 
-async def _walk(client: httpx.AsyncClient, page_size: int) -> list[dict[str, object]]:
-    items: list[dict[str, object]] = []
+async def _walk(client: httpx.AsyncClient, page_size: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     cursor = None
     for _ in range(10_000):
         params = {"limit": str(page_size), **({"after": cursor} if cursor else {})}
