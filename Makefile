@@ -53,6 +53,7 @@ test-cluster: sync-dev system-deps
 
 lint: sync-dev
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 typecheck: sync-dev
 	$(BIN)/mypy
