@@ -102,6 +102,12 @@ def server(target: float, cores: dict[str, float], roles: dict[str, float], neig
     )  # fmt: skip
 
 
+def budgeted(target: float, throttled: float, neighbours: float) -> ServerSample:
+    """A step of a target held to 500m on CPU 0, throttled in `throttled` of 1,000 quota periods."""
+    sample = server(target, {"0": target + neighbours, "1": 0.3}, {"postgres": 0.1}, neighbours=neighbours)
+    return sample.model_copy(update={"throttling": {"periods": 1000.0, "throttled": 1000.0 * throttled}})
+
+
 @pytest.mark.parametrize(
     ("fig", "sample", "phrase"),
     [
@@ -110,6 +116,10 @@ def server(target: float, cores: dict[str, float], roles: dict[str, float], neig
         (figures(), server(0.5, {"0": 0.5, "1": 0.98}, {"postgres": 0.6, "k6": 0.35}), "postgres on CPU 1"),
         (figures(), server(0.5, {"0": 0.5, "1": 0.98}, {"postgres": 0.3, "k6": 0.65}), "k6 on CPU 1"),
         (figures(), server(0.4, {"0": 1.0, "1": 0.3}, {"postgres": 0.1}, neighbours=0.6), "neighbours on CPU 0"),
+        # Held to a 500m budget with its dependencies on its core, as the lab places them: throttled in most
+        # quota periods, the target is bound by its budget, not by what shares the core (the headline run).
+        (figures(), budgeted(0.42, throttled=0.82, neighbours=0.55), "target on CPU 0"),
+        (figures(), budgeted(0.40, throttled=0.10, neighbours=0.55), "neighbours on CPU 0"),
         # Dropped at the VU ceiling with k6's CPU to spare: the target's latency, not k6.
         (figures(dropped=40), server(0.3, {"0": 0.3, "1": 0.4}, {"k6": 0.2}), "undetermined"),
         (figures(util=0.9, dropped=40), server(0.3, {"0": 0.3, "1": 0.9}, {"k6": 0.9}), "k6"),

@@ -28,6 +28,10 @@ from tenk.lab.documents import (
 from tenk.lab.driving.generator import GENERATOR_BOUND_UTIL
 
 SATURATED = 0.90
+# A budgeted target throttled in at least this share of its quota periods wanted more CPU than its
+# budget most of the time: it is bound by its own CPU, whatever shares its core with it (by design, its
+# dependencies do: tenk.lab.measuring.rung).
+BUDGET_BOUND = 0.50
 # A role must hold at least this share of a saturated core to be named as its consumer.
 MIN_CONSUMER_SHARE = 0.25
 GENERATORS = ("k6", "wrk")
@@ -43,6 +47,13 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
     target_busy = (server.cpu_cores_mean or 0.0) / target_cores if target_cores else 0.0
     if target_busy >= SATURATED:
         detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)" + _nodes(server)
+        return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
+    throttled = _throttled_share(server)
+    if throttled >= BUDGET_BOUND:
+        detail = (
+            f"target held to its CPU budget: throttled in {throttled:.0%} of its quota periods, "
+            f"{target_busy:.0%} of the budget used on average" + _nodes(server)
+        )
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     if figures.generator_util > GENERATOR_BOUND_UTIL:
         detail = f"{figures.engine} used {figures.generator_util:.0%} of its cores"
@@ -78,6 +89,12 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
         )
         return Bottleneck(kind=UNDETERMINED, name=found.name, cpus=found.cpus, detail=detail)
     return undetermined(server, target_busy)
+
+
+def _throttled_share(server: ServerSample) -> float:
+    """The share of the target's quota periods in which it was throttled; 0 without a budget."""
+    periods = server.throttling.get("periods", 0.0)
+    return server.throttling.get("throttled", 0.0) / periods if periods else 0.0
 
 
 def _nodes(server: ServerSample) -> str:
