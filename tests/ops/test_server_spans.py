@@ -58,7 +58,7 @@ def _client(
     app: FastAPI, tracer: Tracer, trusted: tuple[str, ...] = (CALLER,), caller: str = CALLER
 ) -> AbstractAsyncContextManager[httpx.AsyncClient]:
     wrapped = ServerSpans(app, tracer, frozenset({"/health"}), trusted_networks=trusted)
-    return app_in_process(wrapped, lifespan_of=app, client=(caller, 40000), headers=AUTH)
+    return app_in_process(app, front=wrapped, client=(caller, 40000), headers=AUTH)
 
 
 def _servers(exported: InMemorySpanExporter) -> list[ReadableSpan]:
@@ -194,7 +194,7 @@ async def test_an_exception_marks_the_span_as_an_error() -> None:
         raise RuntimeError("boom")
 
     wrapped = ServerSpans(app, _tracer(exported, sample=True))
-    async with app_in_process(wrapped, lifespan_of=app, raise_app_exceptions=False) as client:
+    async with app_in_process(app, front=wrapped, raise_app_exceptions=False) as client:
         assert (await client.get("/boom")).status_code == 500
     (span,) = _servers(exported)
     assert span.status.status_code == StatusCode.ERROR
