@@ -43,6 +43,7 @@ def _commands(pid: int) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_rung_removes_the_budgets_group(tmp_path: Path) -> None:
     groups = _group_dir_or_skip()
     (tmp_path / "spin.toml").write_text('[[endpoint]]\nname = "spin"\npath = "/spin"\nweight = 1\n')

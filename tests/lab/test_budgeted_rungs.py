@@ -58,6 +58,7 @@ def _stray_groups() -> list[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_busy_target_and_every_worker_of_it_are_held_to_the_budget(tmp_path: Path) -> None:
     _cgroups_or_skip()
     # Two workers asked for 40 x 20 ms = 0.8 cores: without the quota both would run, on CPU 0, near that.
@@ -75,6 +76,7 @@ def test_a_busy_target_and_every_worker_of_it_are_held_to_the_budget(tmp_path: P
     assert _stray_groups() == []
 
 
+@pytest.mark.slow
 def test_without_a_cpu_controller_the_rung_runs_unbudgeted_and_says_so(tmp_path: Path) -> None:
     done = _lab(
         tmp_path,
@@ -97,6 +99,7 @@ def test_a_budget_the_target_cores_cannot_give_is_refused_before_anything_starts
     assert not list(tmp_path.glob("budget-*/logs"))
 
 
+@pytest.mark.slow
 def test_auto_probes_the_rung_and_runs_it_under_the_budget_it_chose(tmp_path: Path) -> None:
     _cgroups_or_skip()
     done = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpu_budget = "auto"', SPIN_MS="2")

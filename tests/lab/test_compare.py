@@ -92,6 +92,7 @@ def test_compare_gives_per_rung_and_rung_to_rung_ratios() -> None:
     assert (second["A step"], second["B step"], second["step diff"]) == ("0.500x", "0.550x", "+10.0%")
 
 
+@pytest.mark.slow
 def test_two_k6_segments_of_one_script_merge_to_the_whole_run(
     stack: Stack, spawn_api: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:

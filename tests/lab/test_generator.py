@@ -92,6 +92,7 @@ def test_dropped_iterations_mark_the_run_generator_bound(tmp_path: Path, one_slo
     assert any("iterations dropped" in reason for reason in step_failures(figures, 1000))
 
 
+@pytest.mark.slow
 def test_arrivals_still_unanswered_when_k6_stops_are_counted_and_fail_the_step(
     tmp_path: Path, stalled_target: str
 ) -> None:

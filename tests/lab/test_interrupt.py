@@ -78,6 +78,7 @@ def test_ctrl_c_mid_run_stops_the_target_and_the_generator(tmp_path: Path, sigin
     assert alive == [], [p.pid for p in alive]
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_finished_as_partial_results(tmp_path: Path) -> None:
     (tmp_path / "work.toml").write_text('[[endpoint]]\nname = "work"\npath = "/work"\nweight = 1\n')
     ladder = tmp_path / "two.toml"

@@ -16,6 +16,7 @@ from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
 
 
+@pytest.mark.slow
 def test_endpoint_shares_hold_within_two_percent_against_the_service(
     stack: Stack, spawn_api: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
