@@ -65,7 +65,8 @@ pytest: sync-dev
 docs: sync-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## The lab's long end-to-end runs: every preset's smoke run, capacity searches, ingest rungs.
+## The long end-to-end runs (marked slow): the lab's preset smoke runs, capacity searches, ingest rungs and
+## budgeted k6 runs, and `make run` on fresh Python 3.12 and 3.13.
 test-lab: sync-dev system-deps
 	$(BIN)/pytest -m "slow and not cluster"
 

@@ -22,6 +22,10 @@ from tenk.stack._private import running_as_root
 from tenk.stack._reachable import PLACE, servers_home
 from tests.stack.dev_runs import HIDE_SYSTEM_REDIS, dev_run, read_write_and_event
 
+# Each builds a venv from the lock with another interpreter and runs `make run` (~50 s together): in
+# `make test-lab` with the other long end-to-end runs, so that `make test` keeps within 15 minutes.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 # The fresh machine's conditions can be made only as root (a mount namespace); elsewhere, the machine as it is.
 FRESH = HIDE_SYSTEM_REDIS if running_as_root() and shutil.which("unshare") else ()
