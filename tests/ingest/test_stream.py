@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from tenk.ingest import keys
 from tenk.ingest.stream import Correction, ensure_group, read_backlog, reconcile_backlog, trim_acknowledged
@@ -61,6 +62,16 @@ async def test_trim_keeps_what_any_group_still_needs(redis: Redis) -> None:
     assert await _ids(redis) == ids[5:]
     backlog = await read_backlog(redis)
     assert (backlog.lag, backlog.pending) == (4, 0)
+
+
+async def test_an_error_reply_in_the_backlog_read_is_raised_as_the_redis_error_it_is(redis: Redis) -> None:
+    # A cluster mid-failover answers a pipeline's commands with CLUSTERDOWN (a ResponseError); unpacked
+    # as if it were the counters, it ended the worker with a TypeError (the cluster chaos test, in CI).
+    # A WRONGTYPE reply to the counters' HMGET stands in for it on one server.
+    await ensure_group(redis)
+    await redis.set(keys.STATS, b"not a hash")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await read_backlog(redis)
 
 
 async def test_reconcile_resets_the_counters_to_the_pending_and_undelivered_entries(redis: Redis) -> None:

@@ -74,13 +74,17 @@ async def read_backlog(redis: Redis, shard: int = 0) -> Backlog:
         pipe.xlen(stream)
         pipe.xinfo_groups(stream)
         results = await pipe.execute(raise_on_error=False)
-    (added, acked, added_bytes, acked_bytes), length, groups = results
+    counters, length, groups = results
+    if isinstance(groups, ResponseError) and "no such key" in str(groups):
+        groups = []  # no stream yet: nothing was ever added to this shard
+    # Any other reply may be an error too (a cluster mid-failover answers CLUSTERDOWN): raised as itself, it
+    # is the caller's outage to ride out, not a TypeError that ends the worker.
+    for reply in (counters, length, groups):
+        if isinstance(reply, Exception):
+            raise reply
+    added, acked, added_bytes, acked_bytes = counters
     backlog = max(0, int(added or 0) - int(acked or 0))
     size = max(0, int(added_bytes or 0) - int(acked_bytes or 0))
-    if isinstance(groups, ResponseError):
-        if "no such key" not in str(groups):
-            raise groups
-        groups = []
     for group in groups:
         if reply_text(group["name"]) == GROUP:
             pending = int(group["pending"])
