@@ -5,6 +5,10 @@ range, metrics and request ids on. Each endpoint gets its own server process so 
 changes at a time (the local cache, the Redis cache, tracing); a bare ASGI hello-world on the same
 server, in the same run, gives the ceiling. Several rounds; the table shows medians.
 
+`--probe` runs the four cases of issue 27's probe, interleaved round by round: the hello-world,
+TechEmpower's FastAPI `/db` (`benchmarks.tfb_anchor`, a fixed anchor: its code never changes with
+tenk's), the cached and the uncached product read; it prints each ratio per round and their median.
+
 The tracing cases serve the in-process hit, the cheapest request and so the worst case for a
 per-request cost, with TENK_OPS_OTEL_ENDPOINT set: spans go over OTLP/HTTP to a receiver on CPU 1
 (`tests.deploy.otlp`), at a 1 % sample ratio and with every request sampled.
@@ -36,6 +40,16 @@ from tenk.stack import free_port
 from tenk.stack.seed import COMMON_WORD, held_out_search_queries, search_queries
 
 HELLO_APP = "benchmarks.hello:app"
+TFB_APP = "benchmarks.tfb_anchor:app"  # TechEmpower's FastAPI entry: the fixed anchor for the uncached read
+HELLO = "hello-world (bare ASGI)"
+TFB_DB = "TFB FastAPI /db (anchor)"
+CACHED = "GET /products/{id}, in-process hit"
+UNCACHED = "GET /products/{id}, Postgres (no cache)"
+# The probe (issue 27): each ratio from the same round, then the median over rounds. The goals: the uncached
+# read at >= 2.5x TechEmpower's FastAPI /db, the cached read at >= 0.85x a bare ASGI hello.
+PROBE_RATIOS = ((UNCACHED, TFB_DB, 2.5), (CACHED, HELLO, 0.85))
+# A case named an in-process hit is that only if (nearly) every read of its measured run was one.
+MIN_HIT_RATIO = 0.99
 FULL_RANKING_APP = "benchmarks.full_ranking:create_app"  # search as before migration 0005
 
 
@@ -50,6 +64,7 @@ class Case:
     warm_lua: str | None = None
     warm_s: int | None = None  # default: long enough to touch every id once
     p99_target_ms: float = 50
+    ready_path: str = "/health"
 
 
 def _random_path_lua(template: str, values: str) -> str:
@@ -102,15 +117,25 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
     whole_range_local = {"TENK_CATALOG_LOCAL_MAX_ITEMS": str(products * 2), "TENK_CATALOG_LOCAL_TTL_S": "600"}
     return [
         Case(
-            "hello-world (bare ASGI)",
+            HELLO,
             _random_path_lua("/%s", 'function() return "" end'),
             {},
             None,
             app=HELLO_APP,
             factory=False,
+            ready_path="/",
+        ),
+        Case(
+            TFB_DB,
+            _random_path_lua("/db%s", 'function() return "" end'),
+            {},
+            None,
+            app=TFB_APP,
+            factory=False,
+            ready_path="/db",
         ),
         Case("GET /ping", _random_path_lua("/ping%s", 'function() return "" end'), {}, None),
-        Case("GET /products/{id}, in-process hit", every_id, whole_range_local, 8000, warm_lua=walk),
+        Case(CACHED, every_id, whole_range_local, 8000, warm_lua=walk),
         Case("GET /products/{id}, in-process hit, tracing 1 %", every_id, traced(0.01), None, warm_lua=walk),
         Case("GET /products/{id}, in-process hit, tracing 100 %", every_id, traced(1.0), None, warm_lua=walk),
         Case(
@@ -121,7 +146,7 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
             warm_lua=walk,
         ),
         Case(
-            "GET /products/{id}, Postgres (no cache)",
+            UNCACHED,
             every_id,
             {"TENK_CATALOG_LOCAL_CACHE": "false", "TENK_CATALOG_REDIS_CACHE": "false"},
             2000,
@@ -164,14 +189,13 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
 
 
 def _start(case: Case, server: str, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    ready = "/" if case.app == HELLO_APP else "/health"
     return serve_pinned(
         case.app,
         {**env, **case.env},
         log,
         factory=case.factory,
         server=server,  # type: ignore[arg-type]
-        ready_path=ready,
+        ready_path=case.ready_path,
     )
 
 
@@ -188,7 +212,8 @@ def _task_cursors(base: str, pages: int) -> list[str]:
     return cursors
 
 
-def _hit_ratio(base: str) -> float | None:
+def _local_lookups(base: str) -> tuple[float, float]:
+    """The process's in-process cache hits and misses so far."""
     text = httpx.get(base + "/metrics", timeout=5).text
     counts = {
         m.group(1): float(m.group(2))
@@ -196,8 +221,28 @@ def _hit_ratio(base: str) -> float | None:
             r'tenk_cache_lookups_total\{cache="product",layer="local",result="(hit|miss)"\} ([\d.e+]+)', text
         )
     }
-    total = counts.get("hit", 0) + counts.get("miss", 0)
-    return counts.get("hit", 0) / total if total else None
+    return counts.get("hit", 0.0), counts.get("miss", 0.0)
+
+
+def _hit_ratio(before: tuple[float, float], after: tuple[float, float]) -> float | None:
+    """The in-process hit ratio between two readings (a run's own, not the warm-up's misses); None: no lookups."""
+    hits, misses = after[0] - before[0], after[1] - before[1]
+    return hits / (hits + misses) if hits + misses else None
+
+
+def _warm(case: Case, base: str, workdir: Path, args: argparse.Namespace) -> None:
+    """Walk the ids until the in-process cache holds them: a pass at a few thousand misses a second may
+    not reach every id on a slow host, and a "hit" case measured half on misses is not that case. Each
+    pass starts again at the first id (quick, those are hits now); at most five passes."""
+    assert case.warm_lua is not None
+    warm = workdir / "warm.lua"
+    warm.write_text(case.warm_lua)
+    for _ in range(5):
+        before = _local_lookups(base)
+        run_wrk(base, warm, case.warm_s or args.products // 3000 + 3, args.connections)
+        ratio = _hit_ratio(before, _local_lookups(base))
+        if ratio is None or ratio >= MIN_HIT_RATIO or case.warm_s:
+            return
 
 
 def _dependencies(settings: Settings) -> dict[str, int]:
@@ -265,17 +310,16 @@ def _measure(
                 lua.write_text(case.lua)
                 process, base = _start(case, server, env, workdir / f"{server}.log")
                 try:
+                    tenk = case.app not in (HELLO_APP, TFB_APP)
                     if case.warm_lua:
-                        warm = workdir / "warm.lua"
-                        warm.write_text(case.warm_lua)
-                        # Misses run at a few thousand a second: long enough to touch every id once.
-                        run_wrk(base, warm, case.warm_s or args.products // 3000 + 3, args.connections)
+                        _warm(case, base, workdir, args)
                     run_wrk(base, lua, 2, args.connections)
+                    before = _local_lookups(base) if tenk else (0.0, 0.0)
                     sampler = TreeSampler(process.pid, {int(API_CPU)}, known=lambda: dependencies)
                     with sampler:
                         measured = run_wrk(base, lua, args.seconds, args.connections)
                     figures: dict[str, float | str] = {**measured, **_attributed(measured, sampler.stats, args.seconds)}
-                    if case.app != HELLO_APP and (ratio := _hit_ratio(base)) is not None:
+                    if tenk and (ratio := _hit_ratio(before, _local_lookups(base))) is not None:
                         figures["local_hit_ratio"] = ratio
                 finally:
                     stop(process)
@@ -292,6 +336,29 @@ def _measure(
     return results
 
 
+def _misses_note(case: Case, runs: list[dict[str, float | str]]) -> str:
+    """A hit case whose measured runs were not all hits says so, with its lowest ratio."""
+    if "in-process hit" not in case.name:
+        return ""
+    lowest = min(float(r.get("local_hit_ratio", 0.0)) for r in runs)
+    return "" if lowest >= MIN_HIT_RATIO else f" (NOT a figure: {lowest:.0%} in-process hits)"
+
+
+def _print_probe(by_case: dict[str, list[dict[str, float | str]]]) -> None:
+    """Each probe ratio per round (both sides measured minutes apart, in the same round), and the median."""
+    for numerator, denominator, goal in PROBE_RATIOS:
+        if numerator not in by_case or denominator not in by_case:
+            continue
+        ratios = [
+            float(top["rps"]) / float(bottom["rps"])
+            for top, bottom in zip(by_case[numerator], by_case[denominator], strict=True)
+        ]
+        rounds = ", ".join(f"{r:.2f}" for r in ratios)
+        median = statistics.median(ratios)
+        verdict = "meets" if median >= goal else "falls short of"
+        print(f"\n{numerator} / {denominator}: {median:.2f}x (rounds {rounds}); {verdict} the goal {goal:g}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -300,6 +367,11 @@ def main() -> None:
     parser.add_argument("--server", action="append", choices=["granian", "uvicorn", "gunicorn"])
     parser.add_argument("--products", type=int, default=100_000, help="the seeded id range")
     parser.add_argument("--only", help="run only cases whose name contains this")
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="run only the probe's four cases: hello, TechEmpower's FastAPI /db, the cached and the uncached read",
+    )
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     settings = Settings()
@@ -317,7 +389,11 @@ def main() -> None:
 
     # The receiver the tracing cases export to, started only when one of them runs.
     span_sink_port = free_port()
-    cases = [c for c in _cases(args.products, cursors, span_sink_port) if not args.only or args.only in c.name]
+    cases = [
+        c
+        for c in _cases(args.products, cursors, span_sink_port)
+        if (not args.only or args.only in c.name) and (not args.probe or c.name in (HELLO, TFB_DB, CACHED, UNCACHED))
+    ]
     sink = None
     if any("TENK_OPS_OTEL_ENDPOINT" in c.env for c in cases):
         argv = [str(VENV_BIN / "python"), "-m", "tests.deploy.otlp", str(span_sink_port)]
@@ -329,7 +405,7 @@ def main() -> None:
             stop(sink)
 
     for server, by_case in results.items():
-        hello = _median(by_case.get("hello-world (bare ASGI)", [{"rps": float("nan")}]), "rps")
+        hello = _median(by_case.get(HELLO, [{"rps": float("nan")}]), "rps")
         print(
             f"\n### {server}, one API process on CPU {API_CPU}, wrk on CPU {LOAD_CPU}, {args.connections} "
             f"connections, {args.seconds}s x {args.rounds} rounds (medians)\n"
@@ -348,7 +424,7 @@ def main() -> None:
                 f"{rps:,.0f}",
                 f"{_median(runs, 'p50_ms'):.2f}",
                 f"{_median(runs, 'p99_ms'):.2f}",
-                f"{errors:.2f}" + (" (NOT a figure: errors)" if errors > 1 else ""),
+                f"{errors:.2f}" + (" (NOT a figure: errors)" if errors > 1 else "") + _misses_note(case, runs),
                 f"{rps / hello:.2f}",
                 (f"≥ {case.target:,.0f} RPS, " if case.target else "") + f"p99 < {case.p99_target_ms:g} ms"
                 if case.target or case.p99_target_ms != 50
@@ -360,6 +436,7 @@ def main() -> None:
                 Counter(str(r["bottleneck"]) for r in runs).most_common(1)[0][0],
             ]
             print("| " + " | ".join(row) + " |")
+        _print_probe(by_case)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
