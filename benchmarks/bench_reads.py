@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from tests.support.clients import SEARCH_LIMITS_OFF
 
 from benchmarks._common import API_CPU, LOAD_CPU, VENV_BIN, run_wrk, serve_pinned, start_process, stop
 from tenk.lab.documents import LoadFigures, ServerSample
@@ -48,6 +49,7 @@ UNCACHED = "GET /products/{id}, Postgres (no cache)"
 # The probe (issue 27): each ratio from the same round, then the median over rounds. The goals: the uncached
 # read at >= 2.5x TechEmpower's FastAPI /db, the cached read at >= 0.85x a bare ASGI hello.
 PROBE_RATIOS = ((UNCACHED, TFB_DB, 2.5), (CACHED, HELLO, 0.85))
+PROBE_CASES = {name for numerator, denominator, _ in PROBE_RATIOS for name in (numerator, denominator)}
 # A case named an in-process hit is that only if (nearly) every read of its measured run was one.
 MIN_HIT_RATIO = 0.99
 FULL_RANKING_APP = "benchmarks.full_ranking:create_app"  # search as before migration 0005
@@ -101,7 +103,7 @@ def _cases(products: int, cursors: list[str], span_sink_port: int) -> list[Case]
     common = _random_path_lua("/search?limit=10&q=%s", f"function() return {json.dumps(COMMON_WORD)} end")
     # wrk is one anonymous client: with anonymous search's budgets on, nearly every answer would be a 429
     # (tenk.search.budget). Capacity is what is measured here, as in the lab's search presets.
-    search_unbudgeted = {"TENK_SEARCH_CLIENT_RATE": "0", "TENK_SEARCH_ANONYMOUS_DB_SHARE": "0"}
+    search_unbudgeted = SEARCH_LIMITS_OFF
     cache_off = {"TENK_SEARCH_CACHE": "false", **search_unbudgeted}
     every_id = _id_lua(products)
 
@@ -392,7 +394,7 @@ def main() -> None:
     cases = [
         c
         for c in _cases(args.products, cursors, span_sink_port)
-        if (not args.only or args.only in c.name) and (not args.probe or c.name in (HELLO, TFB_DB, CACHED, UNCACHED))
+        if (not args.only or args.only in c.name) and (not args.probe or c.name in PROBE_CASES)
     ]
     sink = None
     if any("TENK_OPS_OTEL_ENDPOINT" in c.env for c in cases):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from tests.support.clients import SEARCH_LIMITS_OFF
 
 from benchmarks._common import LOAD_CPU, VENV_BIN, serve_pinned, start_process, stop
 
@@ -37,7 +38,7 @@ CONNECTIONS_PER_CLIENT = 4
 CASES = {
     "budgets on (default)": {},
     "per-client budget only": {"TENK_SEARCH_ANONYMOUS_DB_SHARE": "0"},
-    "budgets off (bulkhead alone)": {"TENK_SEARCH_CLIENT_RATE": "0", "TENK_SEARCH_ANONYMOUS_DB_SHARE": "0"},
+    "budgets off (bulkhead alone)": SEARCH_LIMITS_OFF,
 }
 
 

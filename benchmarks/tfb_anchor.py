@@ -3,8 +3,7 @@ public test rules and implementation.
 
 `GET /db` draws an id in 1..10,000, reads that row's one number with asyncpg's `fetchval` on a
 connection from a pool of asyncpg's default size (10: the entry passes no sizes), and answers
-`{"id": ..., "randomNumber": ...}` through starlette's JSONResponse. `GET /json` is its pure-Python
-route, which says how fast the host is today. The table lives in its own schema, `tfb`, of tenk's
+`{"id": ..., "randomNumber": ...}` through starlette's JSONResponse. The table lives in its own schema, `tfb`, of tenk's
 database, created and filled at start-up when missing, so the anchor reads the same Postgres as tenk.
 """
 
@@ -45,11 +44,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 app = FastAPI(lifespan=lifespan)
-
-
-@app.get("/json")
-async def json_serialization() -> JSONResponse:
-    return JSONResponse({"message": "Hello, world!"})
 
 
 @app.get("/db")

@@ -11,7 +11,7 @@ import pytest
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.wrk import run_wrk
-from tests.support.clients import TEST_API_KEY
+from tests.support.clients import SEARCH_LIMITS_OFF, TEST_API_KEY
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
 
@@ -22,7 +22,7 @@ def test_endpoint_shares_hold_within_two_percent_against_the_service(
 ) -> None:
     # The mix's searches come without a key, 30 a second from one address: the default anonymous limits
     # would answer some of them 429 by design (tests/search/test_budget.py), which is not what this tests.
-    api = spawn_api(stack, TENK_SEARCH_CLIENT_RATE="0", TENK_SEARCH_ANONYMOUS_DB_SHARE="0")
+    api = spawn_api(stack, **SEARCH_LIMITS_OFF)
     mix = load_mix("realistic")
     # VU pools sized for 1 s answers, so a stall on this shared machine delays requests instead of
     # dropping them (a dropped arrival would skew the shares this test is about).

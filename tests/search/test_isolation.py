@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tenk.settings import Settings
-from tests.support.clients import AUTH
+from tests.support.clients import AUTH, SEARCH_LIMITS_OFF
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack, _short_tmp, start_stack
 from tests.support.waiting import eventually_blocking
@@ -90,8 +90,7 @@ def test_a_search_flood_leaves_tasks_and_product_misses_within_twice_their_unloa
         TENK_SEARCH_MAX_INFLIGHT=str(SEARCH_CAP),
         TENK_SEARCH_MAX_WAIT_S="30",
         # The bulkhead alone, against a flood no budget slows (tenk.search.budget).
-        TENK_SEARCH_CLIENT_RATE="0",
-        TENK_SEARCH_ANONYMOUS_DB_SHARE="0",
+        **SEARCH_LIMITS_OFF,
         TENK_CATALOG_LOCAL_CACHE="false",
         TENK_CATALOG_REDIS_CACHE="false",
     )

@@ -10,6 +10,9 @@ from tenk.ops.api_keys import digest
 TEST_API_KEY = "tk_test_key_for_the_suite"
 AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
 TEST_CURSOR_SECRET = "cursor-secret-for-the-suite"
+# Anonymous search's two limits off (tenk.search.budget): for load from one keyless client that measures
+# capacity or shares, not the limits.
+SEARCH_LIMITS_OFF = {"TENK_SEARCH_CLIENT_RATE": "0", "TENK_SEARCH_ANONYMOUS_DB_SHARE": "0"}
 
 
 def stored_id(client_id: str) -> str:

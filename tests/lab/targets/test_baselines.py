@@ -41,6 +41,7 @@ class Baseline:
     app_name: str
     process: subprocess.Popen[bytes]
     log: Path
+    ready: bool = False  # its /health has answered
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -70,7 +71,6 @@ def start_baseline(
 ) -> Iterator[Callable[..., Baseline]]:
     """Start a baseline (once per name and knobs in this module) as `uvicorn module:app`, and wait for it."""
     started: dict[tuple[str, tuple[tuple[str, str], ...]], Baseline] = {}
-    ready: set[int] = set()
     logs = tmp_path_factory.mktemp("baselines")
 
     def launch(name: str, **knobs: str) -> Baseline:
@@ -99,13 +99,13 @@ def start_baseline(
 
     def start(name: str, **knobs: str) -> Baseline:
         baseline = launch(name, **knobs)
-        if baseline.process.pid not in ready:
+        if not baseline.ready:
             try:
                 # Generous: up to sixteen starts share the machine's two cores.
                 wait_http_ok(baseline.url + "/health", 120, baseline.process)
             except (RuntimeError, TimeoutError) as exc:
                 raise RuntimeError(f"{exc}\n{baseline.output()[-3000:]}") from None
-            ready.add(baseline.process.pid)
+            baseline.ready = True
         return baseline
 
     for name, knobs in SERVED:
