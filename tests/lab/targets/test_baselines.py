@@ -52,19 +52,6 @@ def upstream_url(mock_process: MockUpstreamProcess) -> str:
     return mock_process.url
 
 
-# Every baseline and knob setting this module serves. A baseline takes ~3 s of imports to start here, so
-# they are all launched at once, their starts overlapping, and each test waits only for its own.
-SERVED: list[tuple[str, dict[str, str]]] = [
-    *((name, {}) for name in BASELINES),
-    *((name, {"NAIVE_ACCESS_LOG": "0"}) for name in BASELINES),
-    *((name, {"NAIVE_STUDY_METRICS": "1"}) for name in BASELINES),
-    *((name, {"NAIVE_POOL": "1"}) for name in BASELINES),
-    *((name, {"NAIVE_REDIS_CACHE": mode}) for name in BASELINES for mode in ("1", "shared")),
-    *((name, {"NAIVE_REDIS_CACHE": "shared", "NAIVE_REDIS_PROTOCOL": "3"}) for name in RESP3_BASELINES),
-    ("product_without_depends", {"TENK_AUTH_READS": "true"}),
-]
-
-
 @pytest.fixture(scope="module")
 def start_baseline(
     stack: Stack, upstream_url: str, tmp_path_factory: pytest.TempPathFactory
@@ -101,15 +88,12 @@ def start_baseline(
         baseline = launch(name, **knobs)
         if not baseline.ready:
             try:
-                # Generous: up to sixteen starts share the machine's two cores.
                 wait_http_ok(baseline.url + "/health", 120, baseline.process)
             except (RuntimeError, TimeoutError) as exc:
                 raise RuntimeError(f"{exc}\n{baseline.output()[-3000:]}") from None
             baseline.ready = True
         return baseline
 
-    for name, knobs in SERVED:
-        launch(name, **knobs)
     yield start
     for baseline in started.values():
         baseline.process.terminate()
