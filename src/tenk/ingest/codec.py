@@ -246,11 +246,54 @@ def parse_event(
     return entry, event_id
 
 
+# An entry exactly as `parse_event` writes one, checked in one pass: id, source, canonical UTC ts (hours
+# 00-23, so that no leap of `fromisoformat` across versions can widen it), accepted time, and the
+# payload's opening brace; the payload's rest is searched with `bytes.find`, many times cheaper per
+# byte than a regular expression. What passes `_is_canonical_entry` is acceptable by every rule of
+# `_entry_problem_by_field`; anything else is judged there, field by field.
+_CANONICAL_HEAD = re.compile(
+    rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\t"
+    rb"[A-Za-z0-9][A-Za-z0-9._:\-]{0,63}\t"
+    rb"([0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?\+00:00)\t"
+    rb"[0-9]{1,18}\t\{"
+)
+
+
+def _is_canonical_entry(entry: bytes) -> bool:
+    match = _CANONICAL_HEAD.match(entry)
+    if match is None or match.group(2) == b".000000":  # `isoformat` writes no zero fraction
+        return False
+    payload_start = match.end() - 1
+    if (
+        len(entry) - payload_start > MAX_PAYLOAD_BYTES
+        or entry[-1:] != b"}"
+        or entry.find(b"\t", payload_start) != -1
+        or entry.find(b"\n", payload_start) != -1
+        or entry.find(b"\r", payload_start) != -1
+        or entry.find(b"\\u0000", payload_start) != -1  # maybe a NUL: `payload_problem` tells
+    ):
+        return False
+    try:
+        datetime.fromisoformat(match.group(1).decode())
+    except ValueError:  # a day the calendar does not have
+        return False
+    return True
+
+
 def entry_problem(entry: bytes) -> str | None:
     """Why the worker must not write an entry, by the same rules the API applied; None if it may.
 
-    Only a producer that skipped `parse_event` can make one fail.
+    Only a producer that skipped `parse_event` can make one fail. Every entry is checked, so the common
+    case is one regular expression and one date parse (`_is_canonical_entry`): the rules field by field
+    (a `canonical_ts` round trip, `in` on bytes, which raises and clears a TypeError inside CPython
+    before it searches) cost about half of the worker's CPU a row.
     """
+    if _is_canonical_entry(entry):
+        return None
+    return _entry_problem_by_field(entry)
+
+
+def _entry_problem_by_field(entry: bytes) -> str | None:
     fields = entry.split(b"\t")
     if len(fields) != ENTRY_FIELDS or b"\n" in entry or b"\r" in entry:
         return "malformed entry"
