@@ -114,14 +114,49 @@ def test_auto_probes_the_rung_and_runs_it_under_the_budget_it_chose(tmp_path: Pa
     assert (tmp_path / next(tmp_path.glob("budget-*")).name / "probe" / "rung-01").is_dir()
 
 
+def _probe(label: str, target_ms: float, dependencies_ms: float, generator_ms: float) -> Probe:
+    return Probe.from_cpu_ms(label, {"target": target_ms, "postgres": dependencies_ms}, generator_ms)
+
+
 def test_auto_takes_the_largest_budget_every_rung_allows() -> None:
     # 1 ms of target and 0.5 ms of k6 a request: k6 at 60 % of one core allows 1.2 cores; the core, 90 %.
-    cheap_generator = Probe("a", target_ms=1.0, dependencies_ms=0.0, generator_ms=0.5)
+    cheap_generator = _probe("a", target_ms=1.0, dependencies_ms=0.0, generator_ms=0.5)
     assert choose_budget([cheap_generator], generator_cores=1, target_cores=1).millicores == 900
     # 0.2 ms of target against 0.5 of k6: k6 runs out first, at 0.6 * 0.2 / 0.5 = 0.24 cores.
-    dear_generator = Probe("b", target_ms=0.2, dependencies_ms=0.0, generator_ms=0.5)
+    dear_generator = _probe("b", target_ms=0.2, dependencies_ms=0.0, generator_ms=0.5)
     # Dependencies as dear as the target halve what the core leaves it: 0.45 cores.
-    dear_dependencies = Probe("c", target_ms=1.0, dependencies_ms=1.0, generator_ms=0.1)
+    dear_dependencies = _probe("c", target_ms=1.0, dependencies_ms=1.0, generator_ms=0.1)
     chosen = choose_budget([cheap_generator, dear_generator, dear_dependencies], generator_cores=1, target_cores=1)
     assert chosen.millicores == 200  # 240m, rounded down to a step of 50m
     assert "generator under 60%" in chosen.describe()
+
+
+def test_auto_parts_fixed_cpu_from_cpu_a_request_so_a_light_rate_does_not_oversize_the_budget() -> None:
+    # A target with 50m of fixed work (a sampler, keep-alives) and 0.25 ms a request; k6 as dear a request,
+    # and 10m fixed. At 100 req/s the target's average is 0.75 ms (three times the true cost), at 400 0.375.
+    def at(rate: float) -> tuple[float, dict[str, float], float]:
+        return rate, {"target": (50 + 0.25 * rate) / rate, "postgres": 0.05}, (10 + 0.25 * rate) / rate
+
+    probe = Probe.from_two_rates("cache on", at(100), at(400))
+    assert probe.target.marginal_ms == pytest.approx(0.25)
+    assert probe.target.fixed_cores == pytest.approx(0.05)
+    assert probe.generator.marginal_ms == pytest.approx(0.25)
+
+    def k6_cores_at_saturation(millicores: int) -> float:
+        rate = (millicores / 1000 - 0.05) / 0.25 * 1000
+        return (10 + 0.25 * rate) / 1000
+
+    # From the light rate alone: 800m, where the target saturates at 3,000 req/s and k6 needs 0.76 of a core.
+    light_only = choose_budget([Probe.from_cpu_ms("cache on", *at(100)[1:])], generator_cores=1, target_cores=1)
+    assert k6_cores_at_saturation(light_only.millicores) > 0.6  # the bug this guards against
+    # From both: k6 reaches 60 % at (0.6 - 0.01) / 0.25 ms = 2,360 req/s, where the target needs 0.64 cores.
+    two_rates = choose_budget([probe], generator_cores=1, target_cores=1)
+    assert two_rates.millicores == 600
+    assert k6_cores_at_saturation(two_rates.millicores) <= 0.6
+
+
+def test_a_noisy_pair_of_probes_falls_back_to_the_higher_rates_average() -> None:
+    # CPU a request higher at the higher rate than a straight line allows (a negative fixed cost).
+    probe = Probe.from_two_rates("noisy", (100, {"target": 0.2}, 0.1), (400, {"target": 0.3}, 0.1))
+    assert probe.target.marginal_ms == pytest.approx(0.3)
+    assert probe.target.fixed_cores == 0

@@ -4,6 +4,7 @@ see `rung.py`), and the files in `results/<ladder>-<timestamp>/`."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -15,7 +16,15 @@ from tenk.lab.cpus import cpu_set, generator_cores, other_cpus, pin_tree
 from tenk.lab.definition.ladder import Ladder, Rung
 from tenk.lab.documents import BudgetProvenance, Results, RungResult
 from tenk.lab.errors import LabError
-from tenk.lab.measuring.auto_budget import PROBE_RATE, PROBE_S, RULE, Probe, choose_budget, default_budget
+from tenk.lab.measuring.auto_budget import (
+    PROBE_RATE,
+    PROBE_S,
+    RULE,
+    Probe,
+    choose_budget,
+    default_budget,
+    second_probe_rate,
+)
 from tenk.lab.measuring.cluster import ensure_cluster
 from tenk.lab.measuring.cpubudget import (
     CGROUP_ROOT,
@@ -29,7 +38,7 @@ from tenk.lab.measuring.cpubudget import open_budget as try_budget
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.outcome import cpu_ms_per_request
 from tenk.lab.measuring.processes import ensure_stack, process_set
-from tenk.lab.measuring.rung import Bench, RungRun, run_rung
+from tenk.lab.measuring.rung import Bench, Measured, RungRun, run_rung
 from tenk.lab.measuring.sampling import listener_pid
 from tenk.lab.results.summary import summarise_rung
 from tenk.stack import EmbeddedRedis
@@ -205,7 +214,7 @@ def _check_budgets_fit(ladder: Ladder) -> None:
 
 
 def _probe(rung: Rung, ladder: Ladder, bench: Bench) -> Probe:
-    """Serve `rung` unbudgeted at a light rate and read each party's CPU per request."""
+    """Serve `rung` unbudgeted at a light rate, then at a higher one, and read each party's CPU at both."""
     config = rung.config
     light = min(PROBE_RATE, config.start_rate if config.capacity else config.rate)
     probing = replace(rung, config=replace(config, cpu_budget="none", capacity=False, rate=light))
@@ -218,12 +227,21 @@ def _probe(rung: Rung, ladder: Ladder, bench: Bench) -> Probe:
                 if pid != run.target_pid:
                     pin_tree(pid, cpu_set(config.cpus))
             run.measure("warmup", light, 1, 2.0)
-            measured = run.measure("probe", light, 1, PROBE_S)
+            low = _probe_figures(light, run.measure("probe", light, 1, PROBE_S))
+            high_rate = second_probe_rate(light, low[1].get("target") or math.inf)
+            if high_rate is None:
+                return Probe.from_cpu_ms(rung.label, low[1], low[2])
+            high = _probe_figures(high_rate, run.measure("probe-high", high_rate, 1, PROBE_S))
     finally:
         run.close()
+    return Probe.from_two_rates(rung.label, low, high)
+
+
+def _probe_figures(rate: float, measured: Measured) -> tuple[float, dict[str, float], float]:
+    """(rate, CPU ms per request by role, the generator's CPU ms per request) of one probe step."""
     figures = measured.figures
     generator_ms = figures.generator_cpu_s * 1000 / figures.requests if figures.requests else 0.0
-    return Probe.from_cpu_ms(rung.label, cpu_ms_per_request(measured.server, figures.rps), generator_ms)
+    return rate, cpu_ms_per_request(measured.server, figures.rps), generator_ms
 
 
 def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
