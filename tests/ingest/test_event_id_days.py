@@ -4,13 +4,16 @@ index, however many day partitions there are, and an id reused on another day is
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tenk.ingest import codec, partitions, queries
 from tenk.ingest.writer import PostgresWriter
@@ -111,10 +114,12 @@ async def test_at_400_day_partitions_a_flush_and_a_read_by_id_read_one_partition
             day = await conn.fetchval(queries.STAGING_DAY)
             assert day == TODAY.replace(hour=0)
             one_day = [row[0] for row in await conn.fetch("EXPLAIN " + queries.INSERT_FROM_STAGING_ONE_DAY, day)]
+            shared = [row[0] for row in await conn.fetch("EXPLAIN " + queries.INSERT_FROM_STAGING_SHARED_DAY, day)]
             plan = [row[0] for row in await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) " + queries.INSERT_FROM_STAGING)]
         # A batch of one day reads that day's partition alone: the planner leaves out the other 400.
-        probed = {match for line in one_day for match in re.findall(r" on (events_(?:\d+|default))\b", line)}
-        assert probed == {f"events_{TODAY:%Y%m%d}"}, "\n".join(one_day)
+        for form in (one_day, shared):
+            probed = {match for line in form for match in re.findall(r" on (events_(?:\d+|default))\b", line)}
+            assert probed == {f"events_{TODAY:%Y%m%d}"}, "\n".join(form)
         # Probing every partition's index costs a page or more per partition per row: 400+ a row.
         assert _shared_hits(plan) / ROWS < 40, "\n".join(plan)
         read = [
@@ -123,3 +128,96 @@ async def test_at_400_day_partitions_a_flush_and_a_read_by_id_read_one_partition
         assert _shared_hits(read) < 40, "\n".join(read)
     finally:
         await conn.close()
+
+
+_MS = int(TODAY.timestamp() * 1000)
+# One entry of a batch: an id of some kind (a v7 of the ts's day, of the day before, a v4, an uppercase
+# v7, a repeat of the batch's first), and a ts written some way Postgres reads (canonical UTC, another
+# offset, a leap second and a 24:00 of the day before, which Postgres reads as today, a zero fraction).
+_BATCH_ENTRY = st.tuples(
+    st.sampled_from(["v7", "v7 day before", "v4", "V7 upper", "repeat", "repeat upper"]),
+    st.sampled_from(
+        [
+            "canonical",
+            "canonical at midnight",
+            "+01:00",
+            "Z",
+            "23:59:60",
+            "24:00",
+            ".000000",
+        ]
+    ),
+    st.integers(0, 86_399_999),
+)
+
+
+def _batch_entry(kind: str, ts_form: str, ms_of_day: int, first_id: str) -> bytes:
+    at = TODAY.replace(hour=0) + timedelta(milliseconds=ms_of_day)
+    ts = {
+        "canonical": at.isoformat(),
+        "canonical at midnight": TODAY.replace(hour=0).isoformat(),
+        "+01:00": at.astimezone(timezone(timedelta(hours=1))).isoformat(),
+        "Z": at.isoformat().replace("+00:00", "Z"),
+        "23:59:60": f"{TODAY - timedelta(days=1):%Y-%m-%d}T23:59:60+00:00",
+        "24:00": f"{TODAY - timedelta(days=1):%Y-%m-%d}T24:00:00+00:00",
+        ".000000": at.replace(microsecond=0).isoformat().replace("+00:00", ".000000+00:00"),
+    }[ts_form]
+    ms = int(at.timestamp() * 1000)
+    event_id = {
+        "v7": codec.uuid7(ms),
+        "v7 day before": codec.uuid7(ms - 86_400_000),
+        "v4": str(uuid.uuid4()),
+        "V7 upper": codec.uuid7(ms).upper(),
+        "repeat": first_id,
+        "repeat upper": first_id.upper(),
+    }[kind]
+    return b"\t".join([event_id.encode(), b"days", ts.encode(), b"1", b"{}"])
+
+
+def test_a_shared_day_the_worker_finds_is_the_one_postgres_finds_with_no_id_repeated_or_elsewhere(dsn: str) -> None:
+    """`codec.shared_day` lets the writer skip Postgres's STAGING_DAY, DISTINCT ON and the events_elsewhere
+    listing: whenever it names a day, Postgres must find that day, and no staged id may repeat or
+    name another day than its ts."""
+    loop = asyncio.new_event_loop()
+    conn = loop.run_until_complete(asyncpg.connect(dsn, server_settings={"timezone": "UTC"}))
+    named = 0
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(_BATCH_ENTRY, min_size=1, max_size=6))
+    # The common batch, which must be found: every id a v7 of its own ts's day.
+    @example([("v7", "canonical", 1_000), ("v7", "canonical", 2_000), ("v7", "canonical at midnight", 0)])
+    # Ids the worker could take for another day's, or for distinct ones: each must be refused.
+    @example([("v7 day before", "24:00", 1_000)])
+    @example([("v7 day before", "23:59:60", 1_000)])
+    @example([("repeat", "canonical", 0), ("repeat upper", "canonical", 0)])
+    def check(drawn: list[tuple[str, str, int]]) -> None:
+        nonlocal named
+        first_id = codec.uuid7(_MS)
+        entries = [_batch_entry(kind, ts_form, ms, first_id) for kind, ts_form, ms in drawn]
+        shared = codec.shared_day(entries)
+
+        async def postgres_sees() -> tuple[object, int, int]:
+            lines = b"".join(codec.copy_line(b"%d-0" % n, entry) for n, entry in enumerate(entries))
+            async with conn.transaction():
+                await conn.execute(queries.CREATE_STAGING)
+                await conn.copy_to_table(queries.STAGING_TABLE, source=_staged(lines), columns=queries.STAGING_COLUMNS)
+                day = await conn.fetchval(queries.STAGING_DAY)
+                distinct = await conn.fetchval("SELECT count(DISTINCT event_id) FROM ingest_staging")
+                elsewhere = await conn.fetchval(
+                    "SELECT count(*) FROM ingest_staging"
+                    " WHERE tenk_id_day_start(event_id) IS DISTINCT FROM tenk_day_start(ts)"
+                )
+            return day, distinct, elsewhere
+
+        if shared is None:
+            return
+        named += 1
+        day, distinct, elsewhere = loop.run_until_complete(postgres_sees())
+        assert (day, distinct, elsewhere) == (shared, len(entries), 0), entries
+
+    try:
+        check()
+    finally:
+        loop.run_until_complete(conn.close())
+        loop.close()
+    assert named > 0

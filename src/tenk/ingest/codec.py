@@ -314,6 +314,49 @@ def _entry_problem_by_field(entry: bytes) -> str | None:
     return None if problem is None else f"malformed entry: payload {problem}"
 
 
+_CANONICAL_UTC_TS = re.compile(
+    rb"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{6})?\+00:00"
+)
+_MS_A_DAY = 86_400_000
+_EPOCH_ORDINAL = datetime(1970, 1, 1).toordinal()
+
+
+def shared_day(entries: list[bytes]) -> datetime | None:
+    """The UTC day (its midnight) on which every entry's ts and its id fall, when every id is a canonical
+    UUIDv7 and no id repeats; None when any of that does not hold, or an entry is not as the API writes
+    it. The writer's cheapest flush relies on all of it (`queries.INSERT_FROM_STAGING_SHARED_DAY`)."""
+    day: int | None = None
+    ids: set[bytes] = set()
+    ts_days: dict[bytes, int] = {}
+    for entry in entries:
+        fields = entry.split(b"\t", 3)
+        if len(fields) != 4:
+            return None
+        event_id, ts = fields[0], fields[2]
+        # A v7 id's first 48 bits are its milliseconds (`uuid7`).
+        if event_id[14:15] != b"7" or event_id in ids or _CANONICAL_UUID.fullmatch(event_id) is None:
+            return None
+        ids.add(event_id)
+        # Every ts checked whole: a date that Postgres reads as another day (a 24:00, a leap second, an
+        # offset) would put its event outside the partition the probe reads.
+        if _CANONICAL_UTC_TS.fullmatch(ts) is None:
+            return None
+        ts_day = ts_days.get(ts[:10])
+        if ts_day is None:
+            try:
+                ts_day = ts_days[ts[:10]] = datetime.fromisoformat(ts[:10].decode()).toordinal() - _EPOCH_ORDINAL
+            except ValueError:
+                return None
+        id_day = int(event_id[:8] + event_id[9:13], 16) // _MS_A_DAY
+        if day is None:
+            day = id_day
+        if id_day != day or ts_day != day:
+            return None
+    if day is None:
+        return None
+    return _EPOCH + timedelta(days=day)
+
+
 def _int_in_range(text: str) -> int:
     # Checked before int(): a 5,000-digit literal must not cost (or hit) Python's digit limit.
     if len(text.lstrip("-")) > 20 or not _INT_MIN <= int(text) <= _INT_MAX:

@@ -62,15 +62,28 @@ WITH inserted AS (
 )
 SELECT count(*) FROM inserted
 """
-INSERT_FROM_STAGING = _INSERT_PROBING.format(
-    probe="""SELECT true AS stored FROM tenk_events_with_id(s.event_id, s.ts)"""
-)
-INSERT_FROM_STAGING_ONE_DAY = _INSERT_PROBING.format(
-    probe="""SELECT true AS stored FROM events e
+_ONE_DAY_PROBE = """SELECT true AS stored FROM events e
         WHERE e.event_id = s.event_id AND e.ts >= $1::timestamptz AND e.ts < $1::timestamptz + interval '24 hours'
         UNION ALL
         SELECT true FROM events_elsewhere r WHERE r.event_id = s.event_id"""
+INSERT_FROM_STAGING = _INSERT_PROBING.format(
+    probe="""SELECT true AS stored FROM tenk_events_with_id(s.event_id, s.ts)"""
 )
+INSERT_FROM_STAGING_ONE_DAY = _INSERT_PROBING.format(probe=_ONE_DAY_PROBE)
+# The common flush, when the worker has seen (`codec.shared_day`) that every id is a distinct UUIDv7 and
+# every id and ts fall on the one day $1: no id repeats, so DISTINCT ON and its sort have nothing to
+# choose; every id names its ts's day, so none goes in events_elsewhere. Its command tag counts the rows
+# inserted. About 4 us of Postgres CPU a row less than STAGING_DAY and INSERT_FROM_STAGING_ONE_DAY, and
+# one round trip less (measured ad hoc, batches of 1,000).
+INSERT_FROM_STAGING_SHARED_DAY = f"""
+INSERT INTO events (event_id, source, ts, payload, accepted_at)
+SELECT event_id, source, ts, payload, 'epoch'::timestamptz + accepted_us * interval '1 microsecond'
+FROM ingest_staging s
+LEFT JOIN LATERAL ({_ONE_DAY_PROBE} LIMIT 1) AS found ON true
+WHERE found.stored IS NULL
+ON CONFLICT (event_id, ts) DO NOTHING
+"""
+
 # The one day every staged row's ts and UUIDv7 id fall on, or NULL.
 STAGING_DAY = """
 SELECT CASE WHEN min(day) = max(day) THEN min(day) END

@@ -147,14 +147,17 @@ class PostgresWriter:
 
     async def _copy(self, conn: asyncpg.Connection, entries: list[tuple[bytes, bytes]]) -> tuple[int, set[str]]:
         data = b"".join([codec.copy_line(stream_id, entry) for stream_id, entry in entries])
+        shared_day = codec.shared_day([entry for _, entry in entries])
         conflicts: set[str] = set()
         async with conn.transaction():
             if self.through_pooler:
                 await conn.execute(queries.CREATE_STAGING)
             await conn.copy_to_table(queries.STAGING_TABLE, source=_once(data), columns=queries.STAGING_COLUMNS)
-            day = await conn.fetchval(queries.STAGING_DAY)
-            if day is not None:
-                written: int = await conn.fetchval(queries.INSERT_FROM_STAGING_ONE_DAY, day)
+            if shared_day is not None:
+                # "INSERT 0 <rows>"
+                written = int((await conn.execute(queries.INSERT_FROM_STAGING_SHARED_DAY, shared_day)).split()[-1])
+            elif (day := await conn.fetchval(queries.STAGING_DAY)) is not None:
+                written = await conn.fetchval(queries.INSERT_FROM_STAGING_ONE_DAY, day)
             else:
                 written = await conn.fetchval(queries.INSERT_FROM_STAGING)
             # Every row inserted: no id was repeated, so there is nothing to compare.
