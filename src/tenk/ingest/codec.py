@@ -314,9 +314,6 @@ def _entry_problem_by_field(entry: bytes) -> str | None:
     return None if problem is None else f"malformed entry: payload {problem}"
 
 
-_CANONICAL_UTC_TS = re.compile(
-    rb"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{6})?\+00:00"
-)
 _MS_A_DAY = 86_400_000
 _EPOCH_ORDINAL = datetime(1970, 1, 1).toordinal()
 
@@ -329,22 +326,21 @@ def shared_day(entries: list[bytes]) -> datetime | None:
     ids: set[bytes] = set()
     ts_days: dict[bytes, int] = {}
     for entry in entries:
-        fields = entry.split(b"\t", 3)
-        if len(fields) != 4:
+        # The head as the API writes it: a canonical id, and a canonical UTC ts, whose date is its UTC
+        # day (a 24:00, a leap second or an offset, which Postgres reads as another day, do not match).
+        match = _CANONICAL_HEAD.match(entry)
+        if match is None:
             return None
-        event_id, ts = fields[0], fields[2]
+        event_id = entry[:36]
         # A v7 id's first 48 bits are its milliseconds (`uuid7`).
-        if event_id[14:15] != b"7" or event_id in ids or _CANONICAL_UUID.fullmatch(event_id) is None:
+        if event_id[14:15] != b"7" or event_id in ids:
             return None
         ids.add(event_id)
-        # Every ts checked whole: a date that Postgres reads as another day (a 24:00, a leap second, an
-        # offset) would put its event outside the partition the probe reads.
-        if _CANONICAL_UTC_TS.fullmatch(ts) is None:
-            return None
-        ts_day = ts_days.get(ts[:10])
+        date_text = match.group(1)[:10]
+        ts_day = ts_days.get(date_text)
         if ts_day is None:
             try:
-                ts_day = ts_days[ts[:10]] = datetime.fromisoformat(ts[:10].decode()).toordinal() - _EPOCH_ORDINAL
+                ts_day = ts_days[date_text] = datetime.fromisoformat(date_text.decode()).toordinal() - _EPOCH_ORDINAL
             except ValueError:
                 return None
         id_day = int(event_id[:8] + event_id[9:13], 16) // _MS_A_DAY
