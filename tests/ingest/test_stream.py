@@ -64,6 +64,34 @@ async def test_trim_keeps_what_any_group_still_needs(redis: Redis) -> None:
     assert (backlog.lag, backlog.pending) == (4, 0)
 
 
+@pytest.mark.parametrize("others_pending", [0, 40], ids=["one range read", "one XACK per id"])
+async def test_acknowledging_counts_each_still_pending_entry_once_with_its_bytes(
+    redis: Redis, others_pending: int
+) -> None:
+    # The script reads which ids are pending in one XPENDING over their range, unless other consumers'
+    # entries crowd that range (more than 4 a given id), when it acknowledges id by id: both must count alike.
+    await ensure_group(redis)
+    await add_entries(redis, *[b"x" * n for n in range(1, 11)])
+    await redis.xreadgroup(keys.GROUP, "w1", {keys.STREAM: ">"}, count=1)
+    await add_entries(redis, *[b"other"] * others_pending)
+    await redis.xreadgroup(keys.GROUP, "w2", {keys.STREAM: ">"}, count=others_pending or 1)
+    await add_entries(redis, b"last one")
+    await redis.xreadgroup(keys.GROUP, "w1", {keys.STREAM: ">"})
+    ids = await _ids(redis)
+    mine = [ids[0], ids[-1]]
+    ack = redis.register_script(keys.XACK_COUNTED)
+    # Already acknowledged: counts nothing. Given twice in one call: counts once.
+    await redis.xack(keys.STREAM, keys.GROUP, ids[-1])
+    given = [mine[1], mine[0], mine[0]]
+    assert await ack(keys=[keys.STREAM, keys.STATS], args=[keys.GROUP, b" ".join(given), b"8 1 1"]) == 1
+    stats = await redis.hgetall(keys.STATS)
+    assert (int(stats[b"acked"]), int(stats[b"acked_bytes"])) == (1, 1)
+    # The writers' group alone: what it acknowledged is deleted, and nothing else.
+    remaining = await _ids(redis)
+    assert ids[0] not in remaining
+    assert ids[1:] == remaining
+
+
 async def test_an_error_reply_in_the_backlog_read_is_raised_as_the_redis_error_it_is(redis: Redis) -> None:
     # A cluster mid-failover answers a pipeline's commands with CLUSTERDOWN (a ResponseError); unpacked
     # as if it were the counters, it ended the worker with a TypeError (the cluster chaos test, in CI).
