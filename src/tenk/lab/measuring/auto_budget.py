@@ -39,7 +39,7 @@ MIN_M = 50
 PROBE_RATE = 100.0
 PROBE_S = 4.0
 # The second rate is this many times the first, if the target stays under `PROBE_TARGET_CORES` there.
-PROBE_STEP = 4.0
+PROBE_STEP = 10.0
 PROBE_TARGET_CORES = 0.5
 # Below this many cores a machine cannot give the generator a core and the target an unshared one:
 # the default budget is "auto" there, and "none" (as before) on larger machines.

@@ -101,7 +101,7 @@ def plan_text(ladder: Ladder, repeats: int | None = None, env: Mapping[str, str]
             f"mix {config.mix}; warm-up {config.warmup_s:g}s; {how}; <= {rung_bound_s(rung):.0f}s a repeat"
         )
     if any(rung.config.cpu_budget == "auto" for rung in ladder.rungs):
-        lines.append(RULE + f" (adds about {PROBE_S + 14:.0f}s a rung)")
+        lines.append(RULE + f" (adds up to about {2 * PROBE_S + 14:.0f}s a rung)")
     lines.append(f"time bound: {time_bound_s(ladder, count):.0f}s; nothing was started (--dry-run)")
     return "\n".join(lines)
 
