@@ -73,8 +73,8 @@ INSERT_FROM_STAGING_ONE_DAY = _INSERT_PROBING.format(probe=_ONE_DAY_PROBE)
 # The common flush, when the worker has seen (`codec.shared_day`) that every id is a distinct UUIDv7 and
 # every id and ts fall on the one day $1: no id repeats, so DISTINCT ON and its sort have nothing to
 # choose; every id names its ts's day, so none goes in events_elsewhere. Its command tag counts the rows
-# inserted. About 4 us of Postgres CPU a row less than STAGING_DAY and INSERT_FROM_STAGING_ONE_DAY, and
-# one round trip less (measured ad hoc, batches of 1,000).
+# inserted. One round trip less than STAGING_DAY then INSERT_FROM_STAGING_ONE_DAY, and less Postgres CPU:
+# 19.8 against 24.3 us a row, COPY included (`python -m benchmarks.flush_cost`, 2026-11-27).
 INSERT_FROM_STAGING_SHARED_DAY = f"""
 INSERT INTO events (event_id, source, ts, payload, accepted_at)
 SELECT event_id, source, ts, payload, 'epoch'::timestamptz + accepted_us * interval '1 microsecond'
