@@ -155,67 +155,34 @@ return count
 # KEYS[1] the stream, KEYS[2] the stats hash; ARGV[1] the group, ARGV[2] the entry ids and ARGV[3]
 # their encoded sizes, each joined by spaces (one argument packs far faster than thousands). Counts
 # only the entries that were still pending, so a redelivered entry is not acknowledged twice in the
-# totals. Which those are comes from one XPENDING over the ids' range (every consumer's entries in it),
-# and then one XACK takes them all: an XACK per id, which alone says which ids it acknowledged, cost
-# Redis more CPU a row than the rest of the drain's Redis work (each call a command of its own, in the
-# AOF too). When the range holds more pending entries than XPENDING is asked for (others' entries
-# between these, say a dead consumer's), it falls back to one XACK per id.
+# totals; one XACK per id, because only that says which ids (and so which bytes) were still pending.
 # With the writers' group the only one, the acknowledged entries are deleted at once: trimming keeps
 # everything after the oldest pending entry, so one entry stuck pending (its consumer died, and is
 # not yet claimed) would otherwise pin every later entry in memory, however long since written.
 XACK_COUNTED = """
-local sizes, ids = {}, {}
+local sizes = {}
 for size in string.gmatch(ARGV[3], '%S+') do
   sizes[#sizes + 1] = tonumber(size)
 end
-local low, high, low_ms, low_seq, high_ms, high_seq
-for id in string.gmatch(ARGV[2], '%S+') do
-  ids[#ids + 1] = id
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  ms, seq = tonumber(ms), tonumber(seq)
-  if low == nil or ms < low_ms or (ms == low_ms and seq < low_seq) then
-    low, low_ms, low_seq = id, ms, seq
-  end
-  if high == nil or ms > high_ms or (ms == high_ms and seq > high_seq) then
-    high, high_ms, high_seq = id, ms, seq
-  end
-end
-if #ids == 0 then
-  return 0
-end
 local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
 local alone = ok and #groups == 1
-local acked, bytes, taken = 0, 0, {}
-local limit = 4 * #ids
-local pending = redis.call('XPENDING', KEYS[1], ARGV[1], low, high, limit)
-if #pending < limit then
-  local still = {}
-  for _, row in ipairs(pending) do
-    still[row[1]] = true
-  end
-  for i, id in ipairs(ids) do
-    if still[id] then
-      still[id] = nil
-      taken[#taken + 1] = id
-      bytes = bytes + (sizes[i] or 0)
-    end
-  end
-  for first = 1, #taken, 1000 do
-    acked = acked + redis.call('XACK', KEYS[1], ARGV[1], unpack(taken, first, math.min(first + 999, #taken)))
-  end
-else
-  for i, id in ipairs(ids) do
-    if redis.call('XACK', KEYS[1], ARGV[1], id) == 1 then
-      acked = acked + 1
-      bytes = bytes + (sizes[i] or 0)
-      taken[#taken + 1] = id
+local acked, bytes, i, done = 0, 0, 0, {}
+for id in string.gmatch(ARGV[2], '%S+') do
+  i = i + 1
+  if redis.call('XACK', KEYS[1], ARGV[1], id) == 1 then
+    acked = acked + 1
+    bytes = bytes + (sizes[i] or 0)
+    if alone then
+      done[#done + 1] = id
+      if #done == 1000 then
+        redis.call('XDEL', KEYS[1], unpack(done))
+        done = {}
+      end
     end
   end
 end
-if alone then
-  for first = 1, #taken, 1000 do
-    redis.call('XDEL', KEYS[1], unpack(taken, first, math.min(first + 999, #taken)))
-  end
+if #done > 0 then
+  redis.call('XDEL', KEYS[1], unpack(done))
 end
 redis.call('HINCRBY', KEYS[2], 'acked', acked)
 redis.call('HINCRBY', KEYS[2], 'acked_bytes', bytes)
