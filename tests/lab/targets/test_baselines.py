@@ -41,7 +41,6 @@ class Baseline:
     app_name: str
     process: subprocess.Popen[bytes]
     log: Path
-    ready: bool = False  # its /health has answered
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -60,7 +59,7 @@ def start_baseline(
     started: dict[tuple[str, tuple[tuple[str, str], ...]], Baseline] = {}
     logs = tmp_path_factory.mktemp("baselines")
 
-    def launch(name: str, **knobs: str) -> Baseline:
+    def start(name: str, **knobs: str) -> Baseline:
         key = (name, tuple(sorted(knobs.items())))
         if key in started:
             return started[key]
@@ -81,17 +80,13 @@ def start_baseline(
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        started[key] = Baseline(name, f"http://127.0.0.1:{port}", app_name, process, log)
-        return started[key]
-
-    def start(name: str, **knobs: str) -> Baseline:
-        baseline = launch(name, **knobs)
-        if not baseline.ready:
-            try:
-                wait_http_ok(baseline.url + "/health", 120, baseline.process)
-            except (RuntimeError, TimeoutError) as exc:
-                raise RuntimeError(f"{exc}\n{baseline.output()[-3000:]}") from None
-            baseline.ready = True
+        baseline = Baseline(name, f"http://127.0.0.1:{port}", app_name, process, log)
+        started[key] = baseline
+        try:
+            # A start is about 3 s of imports on a quiet core; generous, for a machine with both cores busy.
+            wait_http_ok(baseline.url + "/health", 120, process)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}\n{baseline.output()[-3000:]}") from None
         return baseline
 
     yield start
