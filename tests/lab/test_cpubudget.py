@@ -18,6 +18,7 @@ from tenk.lab.measuring.cpubudget import (
     open_budget,
     parse_millicores,
 )
+from tenk.lab.measuring.processes import READY_TIMEOUT_S, ready_timeout_s
 
 BUSY_LOOP = "while True: pass"
 WINDOW_S = 2.0
@@ -69,3 +70,10 @@ def test_budgets_read_as_kubernetes_writes_cpu(text: str, millicores: int) -> No
 def test_a_garbage_budget_is_refused_naming_the_field(text: str) -> None:
     with pytest.raises(LabError, match="cpu_budget"):
         parse_millicores("cpu_budget", text)
+
+
+def test_a_budgeted_target_gets_as_long_to_start_as_its_budget_makes_the_work_take() -> None:
+    # Two tenk workers held to 150m took over 45 s to import: the search preset stopped at its tenk rung.
+    assert ready_timeout_s(None) == READY_TIMEOUT_S
+    assert ready_timeout_s(CpuBudget(1500, Path("/unused"), v2=True)) == READY_TIMEOUT_S
+    assert ready_timeout_s(CpuBudget(150, Path("/unused"), v2=True)) == pytest.approx(READY_TIMEOUT_S / 0.15)

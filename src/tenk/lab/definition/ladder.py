@@ -84,6 +84,12 @@ class RungConfig:
     def is_tenk(self) -> bool:
         return self.target == "tenk"
 
+    @property
+    def is_ours(self) -> bool:
+        """tenk or one of the baselines: apps that serve /health and reach only the stack the lab runs
+        (Postgres, Redis, the mock vendor). An app tenk did not write may need anything, and wait on it."""
+        return self.is_tenk or self.target.startswith("baseline:")
+
 
 def _default_factory(target: str) -> bool:
     return target == "tenk"

@@ -301,8 +301,16 @@ def start_target(
     item = processes.start("target", target_argv(config, port, env), env, config.cpus, budget)
     base = f"http://127.0.0.1:{port}"
     # tenk and the baselines serve /health; an arbitrary app only has to answer at all.
-    wait_ready(item, base + "/health", accept_any=not (config.is_tenk or config.target.startswith("baseline:")))
+    wait_ready(item, base + "/health", ready_timeout_s(budget), accept_any=not config.is_ours)
     return item, base
+
+
+def ready_timeout_s(budget: CpuBudget | None) -> float:
+    """How long a target may take to answer: starting is CPU work (imports, every worker's), and under a quota
+    of B cores it takes 1/B times as long. Two tenk workers under 150m took over 45 s to start."""
+    if budget is None or budget.millicores >= 1000:
+        return READY_TIMEOUT_S
+    return READY_TIMEOUT_S * 1000 / budget.millicores
 
 
 def start_redis(processes: ProcessSet, io_threads: int, cpus: str | None, env: Mapping[str, str]) -> str:

@@ -123,7 +123,7 @@ def _api_key(env: Mapping[str, str], ladder: Ladder) -> str:
 
 
 def _needs_stack(ladder: Ladder) -> bool:
-    return any(r.config.is_tenk or r.config.target.startswith("baseline:") for r in ladder.rungs)
+    return any(r.config.is_ours for r in ladder.rungs)
 
 
 def _dependency_pids(env: Mapping[str, str], stack_pids: Mapping[str, int]) -> dict[str, int]:
