@@ -15,11 +15,11 @@ import pytest
 
 from tenk.lab.cpus import pin_tree
 from tenk.lab.definition.ladder import load_ladder
-from tenk.lab.documents import CapacityResult, LoadFigures, ServerSample, Step, Verdict
+from tenk.lab.documents import CapacityResult, LoadFigures, ProbeFigures, ServerSample, Step, Verdict
 from tenk.lab.measuring.bottleneck import attribute
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.runner import run_ladder
-from tests.lab.test_capacity import lab_env, mix_file
+from tests.lab.test_capacity import REPO, lab_env, mix_file
 from tests.support.stack import Stack
 
 pytestmark = [
@@ -128,6 +128,82 @@ def budgeted(target: float, throttled: float, neighbours: float) -> ServerSample
 )
 def test_each_ceiling_is_pinned_on_whoever_had_no_cpu_left(fig: LoadFigures, sample: ServerSample, phrase: str) -> None:
     assert attribute(fig, sample, 1.0).phrase().startswith(phrase)
+
+
+def probed(p50_ms: float, n: int = 16, failed: int = 0) -> dict[str, ProbeFigures]:
+    """Round trips to the stack's three dependencies through a step: Postgres and Redis at `p50_ms`."""
+    fast: ProbeFigures = {"n": 16, "failed": 0, "p50_ms": 0.4, "max_ms": 2.0}
+    dependency: ProbeFigures = {
+        "n": n,
+        "failed": failed,
+        "p50_ms": p50_ms if n else None,
+        "max_ms": p50_ms * 3 if n else None,
+    }
+    return {"postgres": dependency, "redis": dependency, "mock-upstream": fast}
+
+
+@pytest.mark.parametrize(
+    ("rtt", "kind"),
+    [
+        (probed(0.5), "target"),  # every dependency prompt: the target waited on itself
+        (probed(8.0), "target"),  # within a tenth of the 100 ms SLO
+        (probed(40.0), "undetermined"),  # Postgres and Redis queued: not the target's own waiting
+        (probed(0.5, failed=2), "undetermined"),  # a dependency failed a probe
+        (probed(0.5, n=2), "undetermined"),  # too few round trips to say
+        ({}, "undetermined"),  # nothing probed (an app the lab did not write)
+    ],
+)
+def test_a_target_idle_and_slow_while_its_dependencies_answer_promptly_is_its_own_bottleneck(
+    rtt: dict[str, ProbeFigures], kind: str
+) -> None:
+    sample = server(0.3, {"0": 0.3, "1": 0.4}, {"k6": 0.2, "postgres": 0.1}).model_copy(update={"dependency_rtt": rtt})
+    bottleneck = attribute(figures(), sample, 1.0, slo_ms=100)
+    assert bottleneck.kind == kind, bottleneck
+    if kind == "target":
+        assert bottleneck.phrase() == "target on CPU 0"
+        assert bottleneck.detail.startswith("its own waiting: no core >= 90% busy (target 30% of its core(s))")
+        assert "mock-upstream 0.4 ms, postgres " in bottleneck.detail
+    elif rtt:
+        assert "dependency probes: mock-upstream median 0.4 ms" in bottleneck.detail, "the probes are shown"
+
+
+def test_a_blocking_target_on_a_prompt_vendor_is_limited_by_its_own_waiting(stack: Stack, tmp_path: Path) -> None:
+    # The study's v1: async def handlers calling the vendor with a blocking client hold the event loop for
+    # each call, so one worker serves one request at a time: with 10 ms a call, at most about 100 req/s,
+    # far from a full core. 200 req/s breaks the SLO while every dependency answers at once.
+    path = tmp_path / "blocking.toml"
+    path.write_text(
+        f"""
+name = "blocking"
+repeats = 1
+[defaults]
+target = "baseline:naive_blocking"
+server = "uvicorn"
+cpus = "{TARGET_CPU}"
+mix = "quotes"
+rate = 200
+duration_s = 4
+warmup_s = 0
+slo_p99_ms = 100
+[defaults.upstream]
+p50_ms = 10
+p99_ms = 12
+[[rung]]
+label = "blocking"
+"""
+    )
+    env = stack.env(PYTHONPATH=str(REPO))
+    out = run_ladder(load_ladder(path), RunOptions(results_root=tmp_path / "results", base_env=env))
+    rung: dict[str, Any] = json.loads((out / "results.json").read_text())["rungs"][0]
+    assert set(rung["server"]["dependency_rtt"]) == {"postgres", "redis", "mock-upstream"}
+    assert not rung["verdict"]["slo_met"], rung["figures"]
+    bottleneck = rung["bottleneck"]
+    # On a busy machine a neighbour may hold the target's core, or a dependency's: then it says so instead.
+    neighbours = rung["server"]["neighbour_cores_mean"]
+    if neighbours < 0.1 and max(rung["server"]["core_busy_mean"].values()) < 0.9:
+        assert bottleneck["kind"] == "target", bottleneck
+        assert bottleneck["detail"].startswith("its own waiting"), bottleneck
+        assert rung["verdict"]["ceiling"] == f"target on CPU {TARGET_CPU}"
 
 
 def test_the_ceiling_is_named_at_the_lowest_rate_that_failed_twice_not_at_a_stall() -> None:

@@ -138,6 +138,16 @@ class GaugeFigures(TypedDict):
     max: float
 
 
+class ProbeFigures(TypedDict):
+    """One dependency's round trips through a step (`measuring.dependency_probe`): how many answered,
+    how many failed (or could not be opened before the load), the median and the slowest."""
+
+    n: int
+    failed: int
+    p50_ms: float | None  # None when none answered
+    max_ms: float | None
+
+
 class IngestFigures(TypedDict, total=False):
     """What a step landed (`measuring.state.ingest_figures`): rows and their lag from Postgres, for
     any target; the backlog at both ends only from tenk. Empty when the mix does not ingest."""
@@ -183,6 +193,8 @@ class ServerSample(Document):
     # The target's CPU quota during the step (cpu.stat's differences): periods, throttled periods, and
     # the time its processes waited for the next period. Empty without a budget.
     throttling: dict[str, float] = Field(default_factory=dict)
+    # Round trips to each dependency the lab runs, by role: whether one of them queued while the SLO broke.
+    dependency_rtt: dict[str, ProbeFigures] = Field(default_factory=dict)
 
     @property
     def sampled(self) -> bool:

@@ -1,8 +1,11 @@
 """Who set a ceiling: the target, the generator, a named dependency, or the target's neighbours.
 
-A capacity is the target's only when the target had no CPU left (its cores >= 90 % busy with its
-own work). With `topology = "cluster"` the target is every API node together: its cores are the
-nodes' CPU set (or their process count, if fewer), and its busy share is the nodes' sum.
+A capacity is the target's when the target had no CPU left (its cores >= 90 % busy with its own
+work, or its CPU budget spent), or when it waited on itself: no core saturated, the generator with CPU
+to spare, and every dependency the lab runs answering a probe promptly all through the step (blocking
+calls on an event loop, a pool too small, a connection per request: the target's own design). With
+`topology = "cluster"` the target is every API node together: its cores are the nodes' CPU set (or
+their process count, if fewer), and its busy share is the nodes' sum.
 Otherwise the rate where the SLO broke says something about the machine, not the
 server: Postgres and k6 sharing a saturated core, a generator out of CPU, a neighbour on the
 target's core. Such a rung is reported as "≥ X req/s, limited by postgres on CPU 1", and a
@@ -35,13 +38,25 @@ BUDGET_BOUND = 0.50
 # A role must hold at least this share of a saturated core to be named as its consumer.
 MIN_CONSUMER_SHARE = 0.25
 GENERATORS = ("k6", "wrk")
+# A dependency whose median round trip for a trivial request (SELECT 1, PING, the mock vendor's /health)
+# stayed within a tenth of the SLO (and at least PROMPT_MS) all through a step was not queueing requests:
+# a queue that broke the SLO would hold even a trivial request far longer. From the lab's process, its
+# GIL shared with the generator's reader, they took 1.7-3.6 ms (median) beside a blocking target here;
+# the probe's own delays make a dependency look slower, never faster.
+PROMPT_MS = 5.0
+PROMPT_SHARE_OF_SLO = 0.1
+# Fewer round trips than this say too little about a step (a probe every 0.25 s: about a second's worth).
+MIN_PROBES = 3
 
 
-def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -> Bottleneck:
+def attribute(
+    figures: LoadFigures, server: ServerSample, target_cores: float, slo_ms: float | None = None
+) -> Bottleneck:
     """Name the bottleneck of a step that failed (or of any step: the most loaded party wins).
 
     `target_cores` is what the target can use at most: its pinned CPUs, or fewer when it runs
-    fewer processes than that (one event loop uses one core at most).
+    fewer processes than that (one event loop uses one core at most). `slo_ms`, the p99 the step was held
+    to, sets how slowly a dependency may answer a probe and still count as not queueing.
     """
     cpus = list(server.target_cpus)
     target_busy = (server.cpu_cores_mean or 0.0) / target_cores if target_cores else 0.0
@@ -79,6 +94,18 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
     if cpus and target_busy + neighbours >= SATURATED and neighbours > 0.1:
         detail = f"other processes held {neighbours:.0%} of the target's cores; target {target_busy:.0%} busy"
         return Bottleneck(kind=NEIGHBOURS, name="neighbours", cpus=cpus, detail=detail)
+    prompt = prompt_dependencies(server, max(PROMPT_MS, PROMPT_SHARE_OF_SLO * (slo_ms or 0.0)))
+    if prompt:
+        detail = (
+            f"its own waiting: no core >= {SATURATED:.0%} busy (target {target_busy:.0%} of its core(s)), "
+            f"{figures.engine} at {figures.generator_util:.0%} of its cores, and every dependency the lab runs "
+            f"answered a probe promptly all through the step (median round trip {prompt})"
+        )
+        if figures.errors:
+            detail += f"; {figures.errors} errors"
+        if figures.dropped > 0:
+            detail += f"; {figures.dropped} arrivals dropped with every VU waiting on an answer"
+        return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     if figures.dropped > 0:
         # k6 drops an arrival when every VU of its pool is waiting for an answer. With its CPU to spare
         # (checked above) that is the answers' latency, not k6: the pool covers a latency far past the SLO.
@@ -89,6 +116,30 @@ def attribute(figures: LoadFigures, server: ServerSample, target_cores: float) -
         )
         return Bottleneck(kind=UNDETERMINED, name=found.name, cpus=found.cpus, detail=detail)
     return undetermined(server, target_busy)
+
+
+def prompt_dependencies(server: ServerSample, within_ms: float = PROMPT_MS) -> str:
+    """The dependencies' median round trips, as text, when every one the lab runs was probed and answered
+    within `within_ms` (median) through the step; "" when any was slow or failed, or none was probed."""
+    probed = server.dependency_rtt
+    if not probed:
+        return ""
+    for figures in probed.values():
+        p50 = figures["p50_ms"]
+        if figures["failed"] or figures["n"] < MIN_PROBES or p50 is None or p50 > within_ms:
+            return ""
+    return ", ".join(f"{name} {figures['p50_ms']:.1f} ms" for name, figures in sorted(probed.items()))
+
+
+def _probes(server: ServerSample) -> str:
+    """Every probed dependency's round trips, for a ceiling nobody could be named for."""
+    parts = []
+    for name, figures in sorted(server.dependency_rtt.items()):
+        p50, slowest = figures["p50_ms"], figures["max_ms"]
+        answered = f"median {p50:.1f} ms, max {slowest:.0f} ms" if p50 is not None and slowest is not None else "none"
+        failed = f", {figures['failed']} failed" if figures["failed"] else ""
+        parts.append(f"{name} {answered} ({figures['n']} answered{failed})")
+    return f"; dependency probes: {', '.join(parts)}" if parts else ""
 
 
 def _throttled_share(server: ServerSample) -> float:
@@ -111,11 +162,14 @@ def undetermined(server: ServerSample, target_busy: float) -> Bottleneck:
     shares = ", ".join(f"{role} {cores:.2f} cores" for cores, role in used)
     detail = f"no core >= {SATURATED:.0%} busy; sampled CPU: target {target_busy:.0%} of its core(s)"
     if not used:
-        return Bottleneck(kind=UNDETERMINED, name="", detail=detail + "; no other process sampled")
+        return Bottleneck(kind=UNDETERMINED, name="", detail=detail + "; no other process sampled" + _probes(server))
     top = used[0][1]
     cpus = list(server.role_cpus.get(top, []))
     return Bottleneck(
-        kind=UNDETERMINED, name=top, cpus=cpus, detail=f"{detail}, {shares}; busiest besides the target: {top}"
+        kind=UNDETERMINED,
+        name=top,
+        cpus=cpus,
+        detail=f"{detail}, {shares}; busiest besides the target: {top}" + _probes(server),
     )
 
 

@@ -63,7 +63,7 @@ def ceiling(
         # The backlog grew even at the rate the generator managed to offer, so the writers were behind
         # whatever else failed the step (a busy generator dropping iterations, say): name them.
         return ingest_behind(server, also=slo_failures)
-    return attribute(figures, server, cores)
+    return attribute(figures, server, cores, config.slo_p99_ms)
 
 
 def _ms_per_request(cores: Mapping[str, float], goodput: float) -> dict[str, float]:

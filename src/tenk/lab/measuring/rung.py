@@ -26,6 +26,7 @@ from tenk.lab.driving.wrk import run_wrk
 from tenk.lab.measuring.capacity import SearchPlan, search, step_failures
 from tenk.lab.measuring.cluster import start_nodes
 from tenk.lab.measuring.cpubudget import CGROUP_ROOT, PERIOD_US, CpuBudget, NoBudget, budget_millicores, open_budget
+from tenk.lab.measuring.dependency_probe import DependencyProbe
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.outcome import rung_result
 from tenk.lab.measuring.processes import (
@@ -219,6 +220,8 @@ class RungRun:
             progress.step(phase, number, rate, elapsed, duration_s)
 
         sampler = self._sampler()
+        # Only for apps known to reach nothing but the stack: another app may wait on what the lab cannot see.
+        probe = DependencyProbe(self.env) if self.local and self.config.is_ours else None
         upstream_url = self.env.get("TENK_UPSTREAM_URL", "") if self.local else ""
         if upstream_url:
             reset_upstream(upstream_url, self.upstream_token)
@@ -227,7 +230,11 @@ class RungRun:
         gauges = GaugeWatcher(base_url) if self.watch_gauges else None
         throttled_before = self.quota.throttling() if self.quota is not None else None
         summary: GeneratorSummary
-        with sampler if sampler is not None else nullcontext(), gauges if gauges is not None else nullcontext():
+        with (
+            sampler if sampler is not None else nullcontext(),
+            gauges if gauges is not None else nullcontext(),
+            probe if probe is not None else nullcontext(),
+        ):
             if config.engine == "wrk":
                 figures, summary = run_wrk(
                     self.mix, connections=config.connections, duration_s=duration_s, base_url=base_url,
@@ -243,6 +250,8 @@ class RungRun:
                     on_second=lambda second: progress.second(second, _latest_cores(sampler)),
                 )  # fmt: skip
         server = sampler.stats if sampler is not None else ServerSample()
+        if probe is not None:
+            server.dependency_rtt = probe.figures()
         if self.quota is not None and throttled_before is not None:
             server.throttling = (self.quota.throttling() - throttled_before).as_figures()
         if upstream_url:
