@@ -7,10 +7,13 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
@@ -20,11 +23,13 @@ from redis.asyncio import Redis
 
 from tenk.connections import connect_redis, redis_from_url
 from tenk.ingest import keys
+from tenk.ingest.settings import Durability
 from tenk.ingest.stream import Backlog, read_backlogs, summed_counters
 from tenk.ops.api_keys import digest
 from tenk.serving import server_argv
 from tenk.settings import ServerName
-from tenk.stack import free_port
+from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
+from tenk.stack.migrate import migrate
 from tenk.stack.redis_cluster import LocalRedisCluster
 
 # The API gets CPU 0 alone; load generators (and helpers) run on CPU 1.
@@ -58,6 +63,26 @@ def bench_env(
         }
     )
     return env
+
+
+@contextmanager
+def ingest_stack(
+    prefix: str, appendfsync: Durability = "everysec"
+) -> Iterator[tuple[Path, EmbeddedPostgres, EmbeddedRedis]]:
+    """A migrated Postgres and a Redis of the bench's own, in a fresh folder under /tmp that goes with them.
+    Room for any backlog a bench builds (4 GB), so a drain measures the worker, not Redis' eviction."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    pg = EmbeddedPostgres(workdir / "postgres", free_port())
+    redis_server = EmbeddedRedis(workdir / "redis", free_port(), appendfsync=appendfsync, maxmemory="4gb")
+    pg.start()
+    redis_server.start()
+    try:
+        asyncio.run(migrate(pg.url))
+        yield workdir, pg, redis_server
+    finally:
+        redis_server.stop()
+        pg.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def start_process(argv: list[str], env: dict[str, str], log: Path, cpus: str | None) -> subprocess.Popen[bytes]:

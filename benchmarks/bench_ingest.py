@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from benchmarks._common import (
     bench_env,
     cpu_seconds,
     drain,
+    ingest_stack,
     post_lua,
     run_wrk,
     serve_pinned,
@@ -44,8 +43,6 @@ from benchmarks._common import (
     stop,
 )
 from tenk.ingest import keys
-from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
-from tenk.stack.migrate import migrate
 
 KEY = "tk_bench_ingest"
 LAG_EVENT = {**INGEST_EVENT, "source": "lag"}
@@ -245,14 +242,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="tenk-bench-ingest-", dir="/tmp"))
-    pg = EmbeddedPostgres(workdir / "postgres", free_port())
-    redis_server = EmbeddedRedis(workdir / "redis", free_port(), appendfsync=args.durability, maxmemory="4gb")
-    pg.start()
-    redis_server.start()
-    redis = Redis.from_url(redis_server.url)
-    try:
-        asyncio.run(migrate(pg.url))
+    with ingest_stack("tenk-bench-ingest-", args.durability) as (workdir, pg, redis_server):
         env = bench_env(
             "bench-ingest",
             KEY,
@@ -261,19 +251,18 @@ def main() -> None:
             workdir,
             {"TENK_INGEST_DURABILITY": args.durability, "TENK_INGEST_MAX_BACKLOG": "100000000"},
         )
-        runs = []
-        for number in range(1, args.rounds + 1):
-            figures = _round(args, env, pg.url, pg.pid() or 0, redis, workdir)
-            runs.append(figures)
-            print(f"round {number}: {json.dumps(figures)}", file=sys.stderr, flush=True)
-        print(_table(runs, args))
-        if args.json:
-            args.json.write_text(json.dumps(runs, indent=2))
-    finally:
-        redis.close()
-        redis_server.stop()
-        pg.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        redis = Redis.from_url(redis_server.url)
+        try:
+            runs = []
+            for number in range(1, args.rounds + 1):
+                figures = _round(args, env, pg.url, pg.pid() or 0, redis, workdir)
+                runs.append(figures)
+                print(f"round {number}: {json.dumps(figures)}", file=sys.stderr, flush=True)
+        finally:
+            redis.close()
+    print(_table(runs, args))
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=2))
 
 
 if __name__ == "__main__":

@@ -12,16 +12,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 from redis import Redis
 
-from benchmarks._common import INGEST_EVENT, bench_env, drain, post_lua, serve_pinned, sql, start_worker, stop
+from benchmarks._common import (
+    INGEST_EVENT,
+    bench_env,
+    drain,
+    ingest_stack,
+    post_lua,
+    serve_pinned,
+    sql,
+    start_worker,
+    stop,
+)
 from benchmarks.bench_ingest import KEY, _wrk
-from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port
-from tenk.stack.migrate import migrate
+from tenk.stack import EmbeddedPostgres, EmbeddedRedis
 
 FILL_S = 5
 
@@ -53,13 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="tenk-drain-split-", dir="/tmp"))
-    pg = EmbeddedPostgres(workdir / "postgres", free_port())
-    redis_server = EmbeddedRedis(workdir / "redis", free_port(), appendfsync="everysec", maxmemory="4gb")
-    pg.start()
-    redis_server.start()
-    try:
-        asyncio.run(migrate(pg.url))
+    with ingest_stack("tenk-drain-split-") as (workdir, pg, redis_server):
         env = bench_env("drain-split", KEY, pg.url, redis_server.url, workdir, {"TENK_INGEST_MAX_BACKLOG": "100000000"})
         for number in range(1, args.rounds + 1):
             figures = _round(env, pg, redis_server, workdir)
@@ -69,10 +70,6 @@ def main() -> None:
                 f"Postgres {figures['postgres_cpu_us_per_row']:.1f}, Redis {figures['redis_cpu_us_per_row']:.1f}",
                 flush=True,
             )
-    finally:
-        redis_server.stop()
-        pg.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
