@@ -76,6 +76,9 @@ label = "no worker"
 [[rung]]
 label = "one worker"
 ingest_workers = 1
+[[rung]]
+label = "direct INSERT"
+target = "baseline:naive_async"
 """)
     with redis.Redis.from_url(private_redis.url) as client:
         client.set(SENTINEL, "1")
@@ -115,6 +118,21 @@ def test_a_step_that_lands_what_it_accepts_passes_the_backlog_rule_and_records_r
     for ingest in landed:
         assert ingest["rows_landed_per_s"] > 0
         assert 0 <= ingest["lag_p50_ms"] <= ingest["lag_p99_ms"]
+
+
+def test_a_target_that_lands_each_event_before_it_answers_is_not_asked_for_a_backlog(
+    run: tuple[dict[str, Any], Path],
+) -> None:
+    # The direct-INSERT baseline has no /ingest/stats and nothing to hold back: its steps are judged on
+    # the SLO alone (before, "backlog unknown" failed every one and its capacity read 0).
+    rung = run[0]["rungs"][2]
+    steps = rung["capacity"]["steps"]
+    assert steps
+    for step in steps:
+        assert not any(reason.startswith("backlog") for reason in step["reasons"]), step["reasons"]
+        assert "backlog_start" not in step["server"]["ingest"]
+    assert any(step["server"]["ingest"]["rows_landed"] > 0 for step in steps), "what it accepted landed"
+    assert "backlog" not in rung["capacity"]["plan"]
 
 
 def test_every_rung_starts_from_a_flushed_redis_and_the_report_says_so(

@@ -147,6 +147,13 @@ class RungRun:
         return bool(self.dsn) and self.config.is_tenk
 
     @property
+    def backlog_stable(self) -> bool:
+        """Whether a step must show its backlog did not grow: only where one is kept. The direct-INSERT
+        baseline lands each event before it answers, so what it accepted has landed by construction; asked
+        for a backlog it has none of, every step failed ("backlog unknown") and its capacity read 0."""
+        return self.config.pass_if_backlog_stable and self.watch_backlog
+
+    @property
     def watch_gauges(self) -> bool:
         """Gauges are polled each second only where their peak is the point: parked upstream calls, backlog."""
         return self.scrape and (self.mix.needs_upstream or self.mix.needs_ingest)
@@ -269,7 +276,7 @@ class RungRun:
 
     def judge(self, server: ServerSample) -> list[str]:
         """Why the servers failed a step, beyond the generator's figures (the SLO, errors, drops)."""
-        return backlog_failures(server.ingest) if self.config.pass_if_backlog_stable else []
+        return backlog_failures(server.ingest) if self.backlog_stable else []
 
     def measure_rung(self) -> tuple[Measured, CapacityResult | None]:
         """Warm up, then measure the rung: one fixed-rate run, or a capacity search (and its best step)."""
@@ -288,7 +295,7 @@ class RungRun:
             config.step_s,
             config.capacity_budget_s,
             config.max_rate,
-            backlog_stable=config.pass_if_backlog_stable,
+            backlog_stable=self.backlog_stable,
         )
         self.progress.note(plan.describe())
         summaries: dict[float, GeneratorSummary | None] = {}
