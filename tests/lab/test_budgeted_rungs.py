@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tenk.lab.documents import Results, load_results
-from tenk.lab.measuring.auto_budget import Probe, choose_budget
+from tenk.lab.measuring.auto_budget import OperatingPoint, Probe, choose_budget
 from tenk.lab.measuring.cpubudget import CGROUP_ROOT, NoBudget, open_budget
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,3 +160,26 @@ def test_a_noisy_pair_of_probes_falls_back_to_the_higher_rates_average() -> None
     probe = Probe.from_two_rates("noisy", (100, {"target": 0.2}, 0.1), (400, {"target": 0.3}, 0.1))
     assert probe.target.marginal_ms == pytest.approx(0.3)
     assert probe.target.fixed_cores == 0
+
+
+def test_auto_tries_its_choice_where_k6_works_hardest_and_lowers_it_when_k6_would_pass_its_share() -> None:
+    # Two rungs: "cheap" runs fastest under the budget. The probes make it 0.4 ms a request: at 500m it
+    # should saturate at 1,250 req/s.
+    cheap = _probe("cheap", target_ms=0.4, dependencies_ms=0.0, generator_ms=0.2)
+    dear = _probe("dear", target_ms=2.0, dependencies_ms=0.0, generator_ms=0.2)
+    chosen = choose_budget([cheap, dear], generator_cores=1, target_cores=1)
+    index, rate = chosen.fastest()
+    assert index == 0
+    assert rate == pytest.approx(chosen.millicores / 0.4)
+    # Served there, the target used only half its budget (a request cheaper than the probes said: it would
+    # saturate at twice the rate) and k6 was at 45 %: 90 % at the real saturation. Lowered to keep 60 %.
+    point = OperatingPoint("cheap", rate, target_cores=chosen.millicores / 2000, generator_util=0.45)
+    lowered = chosen.confirmed(point)
+    assert chosen.millicores == 900  # the core's 90 % bound both rungs
+    assert lowered.millicores == 600  # k6 scales with the budget: 90 % x 600 / 900 = 60 %
+    assert f"lowered from {chosen.millicores}m" in lowered.describe()
+    assert lowered.describe().startswith(f'cpu_budget = "auto" chose {lowered.millicores}m')
+    # The target spent its budget and k6 stayed at 40 %: the choice holds.
+    held = chosen.confirmed(OperatingPoint("cheap", rate, target_cores=chosen.millicores / 1000, generator_util=0.4))
+    assert held.millicores == chosen.millicores
+    assert held.describe().endswith("40% at the target's saturation: kept")

@@ -19,6 +19,14 @@ second, so:
   (`CORE_SHARE`), or the core, not the quota, would be the limit: B + dependencies at R <= CORE_SHARE * cores.
 
 The budget is the smallest of those limits over every rung, rounded down to `STEP_M`.
+
+Two light rates still guess at the saturation rate: on the local-cache example the fitted costs moved
+between runs, and a budget of 550m left k6 dropping arrivals on the cached rung once in five. So the
+choice is then tried where it matters (`OperatingPoint`): the rung the budget lets run fastest is served
+under it at the rate it should saturate there, and if the target used less than its budget (a request is
+cheaper than the probes said, so it saturates at a higher rate) or k6 was busier than expected, the k6
+share at the target's real saturation is projected from what was measured, and the budget lowered to keep
+it under `GENERATOR_SHARE`.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenk.lab.errors import LabError
 
@@ -157,15 +165,59 @@ def second_probe_rate(low_rate: float, target_ms: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """One rung served under the chosen budget at the rate it should saturate the target there."""
+
+    label: str
+    rate: float
+    target_cores: float  # mean cores the target used
+    generator_util: float  # share of the generator's cores it used
+
+
+@dataclass(frozen=True)
 class AutoBudget:
     millicores: int
     probes: tuple[Probe, ...]
     limits: tuple[tuple[float, str], ...]
+    # What trying the budget at its operating point found, once tried.
+    checked: str = ""
+
+    def fastest(self) -> tuple[int, float]:
+        """Which probed rung (its index) this budget lets run at the highest rate, and that rate: where k6
+        works hardest."""
+        budget = self.millicores / 1000
+        rates = [max(0.0, budget - probe.target.fixed_cores) * 1000 / probe.target.marginal_ms for probe in self.probes]
+        index = max(range(len(rates)), key=rates.__getitem__)
+        return index, rates[index]
+
+    def confirmed(self, point: OperatingPoint) -> AutoBudget:
+        """The budget once tried at `point`: kept, or lowered so that k6 stays under its share at the rate
+        the target really saturates (projected from the target's and k6's use there, both about linear)."""
+        budget = self.millicores / 1000
+        used = min(point.target_cores, budget)
+        seen = (
+            f"tried at {point.rate:.0f} req/s on {point.label!r}: target {used * 1000:.0f}m of "
+            f"{self.millicores}m, generator at {point.generator_util:.0%} of its cores"
+        )
+        if used <= 0:
+            return replace(self, checked=f"{seen}; nothing to project from, kept")
+        projected = point.generator_util * budget / used
+        if projected <= GENERATOR_SHARE:
+            return replace(self, checked=f"{seen}, {projected:.0%} at the target's saturation: kept")
+        # (+1e-9: a budget exactly on a step must not round down to the one below through float error)
+        lowered = max(MIN_M, math.floor(self.millicores * GENERATOR_SHARE / projected / STEP_M + 1e-9) * STEP_M)
+        return replace(
+            self,
+            millicores=lowered,
+            checked=f"{seen}, {projected:.0%} at the target's saturation: lowered from {self.millicores}m",
+        )
 
     def describe(self) -> str:
         lines = [f'cpu_budget = "auto" chose {self.millicores}m: the largest budget every rung allows, from']
         for probe, (cores, rule) in zip(self.probes, self.limits, strict=True):
             lines.append(f"  {probe.describe()} -> at most {cores * 1000:.0f}m ({rule})")
+        if self.checked:
+            lines.append(f"  then {self.checked}")
         return "\n".join(lines)
 
 
@@ -183,5 +235,7 @@ RULE = (
     f"up to {PROBE_STEP:g} times that, {PROBE_S:g}s each, to part each party's fixed CPU from its CPU a "
     f"request; the budget is the largest (in steps of {STEP_M}m) at which every rung's target "
     f"saturates while the generator stays under {GENERATOR_SHARE:.0%} of its cores and the target with its "
-    f"dependencies within {CORE_SHARE:.0%} of the target's cores"
+    f"dependencies within {CORE_SHARE:.0%} of the target's cores; then it is tried on the rung it lets run "
+    f"fastest, at the rate that should saturate the target, and lowered if the generator would pass "
+    f"{GENERATOR_SHARE:.0%} at the target's real saturation"
 )

@@ -20,6 +20,8 @@ from tenk.lab.measuring.auto_budget import (
     PROBE_RATE,
     PROBE_S,
     RULE,
+    AutoBudget,
+    OperatingPoint,
     Probe,
     choose_budget,
     default_budget,
@@ -237,6 +239,23 @@ def _probe(rung: Rung, ladder: Ladder, bench: Bench) -> Probe:
     return Probe.from_two_rates(rung.label, low, high)
 
 
+def _operating_point(choice: AutoBudget, rungs: list[Rung], ladder: Ladder, bench: Bench) -> OperatingPoint:
+    """Serve the rung the chosen budget lets run fastest under that budget, at the rate it should saturate
+    the target there, and read what the target and the generator used."""
+    index, rate = choice.fastest()
+    rung = rungs[index]
+    trying = replace(rung, config=replace(rung.config, cpu_budget=f"{choice.millicores}m", capacity=False, rate=rate))
+    run = RungRun(trying, ladder.mixes[rung.config.mix], bench, 0, folder=f"probe/budget-rung-{rung.index + 1:02d}")
+    try:
+        with process_set(run.dir / "logs") as processes:
+            run.start(processes)
+            run.measure("warmup", rate, 1, 2.0)
+            measured = run.measure("probe-budget", rate, 1, PROBE_S)
+    finally:
+        run.close()
+    return OperatingPoint(rung.label, rate, measured.server.cpu_cores_mean or 0.0, measured.figures.generator_util)
+
+
 def _probe_figures(rate: float, measured: Measured) -> tuple[float, dict[str, float], float]:
     """(rate, CPU ms per request by role, the generator's CPU ms per request) of one probe step."""
     figures = measured.figures
@@ -263,6 +282,7 @@ def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
         probes = [_probe(rung, ladder, bench) for rung in auto]
         first = auto[0].config.cpus
         choice = choose_budget(probes, generator_cores(first) or 1, len(cpu_set(first)))
+        choice = choice.confirmed(_operating_point(choice, auto, ladder, bench))
         note = choice.describe()
         progress.note(note)
         chosen = f"{choice.millicores}m"
