@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from tenk.lab.measuring.sampling import TreeSampler
+from tenk.lab.measuring.sampling import TreeSampler, wait_until_idle
 from tests.support.waiting import eventually_blocking
 
 SPIN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
@@ -56,3 +56,29 @@ def test_the_target_tree_cpu_includes_its_children() -> None:
     assert sampler.stats.cpu_cores_mean is not None
     assert sampler.stats.cpu_cores_mean >= 0.7 * child_cores  # the child's CPU is counted as the target's
     assert sampler.stats.processes == 2
+
+
+def _spinning_then_idle(busy_s: float) -> subprocess.Popen[bytes]:
+    code = f"import time\nend = time.monotonic() + {busy_s}\nwhile time.monotonic() < end: pass\ntime.sleep(120)"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_after_an_overload_the_next_step_waits_until_the_target_has_worked_off_its_queue() -> None:
+    # A target still serving what an overload queued (here: 1.5 s of spinning) is waited for; one that
+    # is idle is not held up past one measuring window; one that never settles, only until the timeout.
+    working = _spinning_then_idle(1.5)
+    idle = _spinning_then_idle(0.0)
+    forever = _spinning_then_idle(600.0)
+    try:
+        started = time.monotonic()
+        waited = wait_until_idle(lambda: [working.pid], cores=1.0, timeout_s=60)
+        assert time.monotonic() - started >= 1.0, "returned while the target was still busy"
+        assert waited < 60, "the busy spell ended long before the timeout"
+        # Once idle (its Python started), the idle one needs a single window.
+        eventually_blocking(lambda: psutil.Process(idle.pid).status() == psutil.STATUS_SLEEPING, 30, "an idle child")
+        assert wait_until_idle(lambda: [idle.pid], cores=1.0, timeout_s=60) < 5
+        assert 1.0 <= wait_until_idle(lambda: [forever.pid], cores=1.0, timeout_s=1.0) < 10
+    finally:
+        for child in (working, idle, forever):
+            child.kill()
+            child.wait()

@@ -28,7 +28,7 @@ from tenk.lab.measuring.cluster import start_nodes
 from tenk.lab.measuring.cpubudget import CGROUP_ROOT, PERIOD_US, CpuBudget, NoBudget, budget_millicores, open_budget
 from tenk.lab.measuring.dependency_probe import DependencyProbe
 from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.outcome import rung_result
+from tenk.lab.measuring.outcome import rung_result, target_cores
 from tenk.lab.measuring.processes import (
     ProcessSet,
     process_set,
@@ -37,7 +37,7 @@ from tenk.lab.measuring.processes import (
     start_upstream,
     start_workers,
 )
-from tenk.lab.measuring.sampling import GaugeWatcher, TreeSampler, scrape_metrics
+from tenk.lab.measuring.sampling import GaugeWatcher, TreeSampler, scrape_metrics, wait_until_idle
 from tenk.lab.measuring.state import (
     INGEST_DRAINED,
     REDIS_FLUSHED,
@@ -57,6 +57,8 @@ from tenk.lab.measuring.state import (
 
 # After a step whose backlog grew, the workers get this long to land it before the next step.
 STEP_DRAIN_TIMEOUT_S = 10.0
+# How long a target may take to work off an overload's queue before the next step starts regardless.
+IDLE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -304,7 +306,8 @@ class RungRun:
             measured = self.measure("step", rate, number, config.step_s)
             summaries[rate] = measured.summary
             if step_failures(measured.figures, config.slo_p99_ms) + self.judge(measured.server):
-                time.sleep(1.0)  # let a queue built by an overload drain before the next step
+                # Let the target work off what the overload queued: the next step must not inherit it.
+                wait_until_idle(self._target_pids, target_cores(config, self.budget_m), IDLE_TIMEOUT_S)
                 if self.watch_backlog and config.ingest_workers:
                     # and the backlog too: the next step's lag would otherwise include this one's
                     drain_ingest(self.base_url, self.bench.api_key, STEP_DRAIN_TIMEOUT_S)
@@ -352,6 +355,12 @@ class RungRun:
         if self.target_pid is None:
             return None
         return TreeSampler(self.target_pid, cpu_set(self.config.cpus), known=self._known, nodes=self.nodes)
+
+    def _target_pids(self) -> list[int]:
+        """The target's process, or every API node's."""
+        if self.nodes:
+            return list(self.nodes.values())
+        return [self.target_pid] if self.target_pid is not None else []
 
     def _known(self) -> dict[str, int]:
         """Every process the lab knows besides the target (or the API nodes), by role: the stack's, and

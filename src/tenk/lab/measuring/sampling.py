@@ -198,6 +198,38 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+# A target using less than this share of the cores it may use has worked off what an overload queued.
+IDLE_SHARE = 0.2
+IDLE_WINDOW_S = 0.5
+
+
+def wait_until_idle(pids: Callable[[], list[int]], cores: float, timeout_s: float) -> float:
+    """Wait until the process trees of `pids()` use under IDLE_SHARE of `cores` over a window, or
+    `timeout_s` passes; returns the seconds waited. An overloaded step leaves the target a queue that it
+    keeps serving after the generator stops: under a budget of 300m, 800 queued requests of 30 ms each
+    are 80 s of work, and a next step started before that inherits them and fails whatever its rate."""
+    started = time.monotonic()
+    while True:
+        before = _tree_cpu_seconds(pids())
+        time.sleep(IDLE_WINDOW_S)  # the window CPU is measured over, not a wait for an event
+        busy = (_tree_cpu_seconds(pids()) - before) / IDLE_WINDOW_S
+        waited = time.monotonic() - started
+        if busy < IDLE_SHARE * cores or waited >= timeout_s:
+            return waited
+
+
+def _tree_cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        for proc in _tree(pid):
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+    return total
+
+
 def listener_pid(port: int) -> int | None:
     """The process listening on a local TCP port (a Postgres or Redis the lab did not start), if visible."""
     try:
