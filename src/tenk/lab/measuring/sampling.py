@@ -198,8 +198,10 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-# A target using less than this share of the cores it may use has worked off what an overload queued.
-IDLE_SHARE = 0.2
+# A target using less than this share of the cores it may use has worked off what an overload queued: a
+# queue keeps it at its whole budget, and its idle work (samplers, keep-alives: tens of millicores) must
+# not count as a queue, or a small budget would wait out the timeout after every failed step.
+IDLE_SHARE = 0.5
 IDLE_WINDOW_S = 0.5
 
 
