@@ -7,7 +7,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -215,27 +216,34 @@ def _check_budgets_fit(ladder: Ladder) -> None:
                 raise LabError(f"rung {rung.label!r}: {exc}") from None
 
 
+@contextmanager
+def _served(rung: Rung, ladder: Ladder, bench: Bench, folder: str, budget: str, rate: float) -> Iterator[RungRun]:
+    """`rung` started with `budget` at fixed `rate` (its dependencies on the target's cores, where the
+    budgeted rungs have them) and warmed up for 2 s; stopped, and its quota removed, afterwards."""
+    served = replace(rung, config=replace(rung.config, cpu_budget=budget, capacity=False, rate=rate))
+    run = RungRun(served, ladder.mixes[rung.config.mix], bench, 0, folder=folder)
+    try:
+        with process_set(run.dir / "logs") as processes:
+            run.start(processes)
+            for pid in [*bench.dependencies.values(), *(item.pid for item in processes.started)]:
+                if pid != run.target_pid:
+                    pin_tree(pid, cpu_set(rung.config.cpus))
+            run.measure("warmup", rate, 1, 2.0)
+            yield run
+    finally:
+        run.close()
+
+
 def _probe(rung: Rung, ladder: Ladder, bench: Bench) -> Probe:
     """Serve `rung` unbudgeted at a light rate, then at a higher one, and read each party's CPU at both."""
     config = rung.config
     light = min(PROBE_RATE, config.start_rate if config.capacity else config.rate)
-    probing = replace(rung, config=replace(config, cpu_budget="none", capacity=False, rate=light))
-    run = RungRun(probing, ladder.mixes[config.mix], bench, 0, folder=f"probe/rung-{rung.index + 1:02d}")
-    try:
-        with process_set(run.dir / "logs") as processes:
-            run.start(processes)
-            # The dependencies where the budgeted rungs will have them: on the target's cores.
-            for pid in [*bench.dependencies.values(), *(item.pid for item in processes.started)]:
-                if pid != run.target_pid:
-                    pin_tree(pid, cpu_set(config.cpus))
-            run.measure("warmup", light, 1, 2.0)
-            low = _probe_figures(light, run.measure("probe", light, 1, PROBE_S))
-            high_rate = second_probe_rate(light, low[1].get("target") or math.inf)
-            if high_rate is None:
-                return Probe.from_cpu_ms(rung.label, low[1], low[2])
-            high = _probe_figures(high_rate, run.measure("probe-high", high_rate, 1, PROBE_S))
-    finally:
-        run.close()
+    with _served(rung, ladder, bench, f"probe/rung-{rung.index + 1:02d}", "none", light) as run:
+        low = _probe_figures(light, run.measure("probe", light, 1, PROBE_S))
+        high_rate = second_probe_rate(light, low[1].get("target") or math.inf)
+        if high_rate is None:
+            return Probe.from_cpu_ms(rung.label, low[1], low[2])
+        high = _probe_figures(high_rate, run.measure("probe-high", high_rate, 1, PROBE_S))
     return Probe.from_two_rates(rung.label, low, high)
 
 
@@ -244,15 +252,9 @@ def _operating_point(choice: AutoBudget, rungs: list[Rung], ladder: Ladder, benc
     the target there, and read what the target and the generator used."""
     index, rate = choice.fastest()
     rung = rungs[index]
-    trying = replace(rung, config=replace(rung.config, cpu_budget=f"{choice.millicores}m", capacity=False, rate=rate))
-    run = RungRun(trying, ladder.mixes[rung.config.mix], bench, 0, folder=f"probe/budget-rung-{rung.index + 1:02d}")
-    try:
-        with process_set(run.dir / "logs") as processes:
-            run.start(processes)
-            run.measure("warmup", rate, 1, 2.0)
-            measured = run.measure("probe-budget", rate, 1, PROBE_S)
-    finally:
-        run.close()
+    folder = f"probe/budget-rung-{rung.index + 1:02d}"
+    with _served(rung, ladder, bench, folder, f"{choice.millicores}m", rate) as run:
+        measured = run.measure("probe-budget", rate, 1, PROBE_S)
     return OperatingPoint(rung.label, rate, measured.server.cpu_cores_mean or 0.0, measured.figures.generator_util)
 
 
