@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tenk.lab.cli import PRESET_DIR
 from tenk.lab.definition.mixes import builtin_mixes, load_mix
 from tenk.lab.driving.k6 import k6_binary, segment_args
 from tenk.lab.driving.k6script import k6_script, plan
-from tenk.lab.driving.wrk import wrk_script
+from tenk.lab.driving.wrk import wrk_script, wrk_timeout_s
 from tenk.lab.errors import ConfigError
 
 
@@ -64,6 +65,11 @@ def test_placeholders_become_per_request_values() -> None:
     assert "urlencode(tostring(math.random(1, 1000)))" in lua
     assert "[201] = true" in lua
     assert "[202] = true" in lua
+
+
+def test_wrk_waits_as_long_as_the_mixs_longest_timeout() -> None:
+    assert wrk_timeout_s(load_mix("realistic")) == 10  # every endpoint's default
+    assert wrk_timeout_s(load_mix(str(PRESET_DIR / "mixes" / "ladder-study.toml"))) == 120
 
 
 def test_segments_split_the_load_into_k6_execution_segments() -> None:

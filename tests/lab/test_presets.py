@@ -30,6 +30,7 @@ from tests.support.stack import Stack
 
 PRESETS = [
     "async-ladder",
+    "ladder-study",
     "slow-upstream",
     "pooling",
     "cache",

@@ -9,6 +9,7 @@ Cursors are not followed (wrk cannot tie a response to the request that asked fo
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -199,6 +200,14 @@ def wrk_script(mix: Mix) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wrk_timeout_s(mix: Mix) -> int:
+    """wrk has one timeout for every request: the mix's longest, in whole seconds (wrk reads no milliseconds).
+
+    A closed loop against a server that serves one request at a time queues each request behind all the
+    other connections' (the ladder study's regime): a mix says how long that may take."""
+    return math.ceil(max(endpoint.timeout_ms for endpoint in mix.endpoints) / 1000)
+
+
 def run_wrk(
     mix: Mix,
     *,
@@ -228,7 +237,7 @@ def run_wrk(
     }
     argv = [
         binary, "-t", "1", "-c", str(connections), "-d", f"{max(1, round(duration_s))}s",
-        "--timeout", "10s", "-s", str(script), base_url,
+        "--timeout", f"{wrk_timeout_s(mix)}s", "-s", str(script), base_url,
     ]  # fmt: skip
     code, cost = run_measured(argv, cpus=cpus, env=env, log=log, timeout_s=duration_s + 30, on_tick=on_tick)
     if not summary_path.exists():
