@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from tenk.lab.definition.ladder import load_ladder
-from tenk.lab.measuring.capacity import SearchPlan
+from tenk.lab.documents import LoadFigures, ServerSample
+from tenk.lab.measuring.capacity import Measure, SearchPlan, next_rate, search
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.progress import QuietProgress
 from tenk.lab.measuring.runner import run_ladder
@@ -218,3 +219,51 @@ def test_a_200_with_the_wrong_body_is_an_error_when_the_mix_checks_bodies(tmp_pa
     assert figures["errors_by_reason"] == {"wrong_body": figures["errors"]}
     assert 0.02 < figures["error_rate"] < 0.25, figures
     assert figures["rps"] == pytest.approx((figures["requests"] - figures["errors"]) / 4, abs=0.01)
+
+
+def modelled_target(limit: float) -> tuple[list[float], Measure]:
+    """A target that serves `limit` req/s within the SLO and, past it, only `limit` with p99 in seconds;
+    the rates offered are recorded."""
+    offered: list[float] = []
+
+    def measure(rate: float, _step: int) -> tuple[LoadFigures, ServerSample]:
+        offered.append(rate)
+        served = min(rate, limit)
+        figures = LoadFigures(
+            engine="k6", offered_rps=rate, duration_s=4, requests=round(served * 4), rps=served,
+            p50_ms=5, p95_ms=8, p99_ms=10 if rate <= limit else 4000, max_ms=20 if rate <= limit else 5000,
+            errors=0, error_rate=0.0, dropped=0, generator_cpu_s=0.1, generator_cores_used=0.1,
+            generator_util=0.1, generator_cores=1, generator_bound=False,
+        )  # fmt: skip
+        return figures, ServerSample()
+
+    return offered, measure
+
+
+def test_a_target_far_below_the_first_rate_is_found_from_what_it_served() -> None:
+    """11 req/s from a start at 200: halving alone (each failure measured twice) spent nine steps and
+    never passed. What the overloaded step served says where to look."""
+    offered, measure = modelled_target(11.5)
+    result = search(SearchPlan(slo_p99_ms=100, start_rate=200, step_s=4, budget_s=60), measure)
+    assert result.capacity == 11, offered
+    assert result.converged
+    assert offered[:2] == [200, 10]  # an overwhelming failure is not measured twice
+    assert len(offered) <= 7, offered
+
+
+def test_a_near_miss_is_still_measured_twice_and_bisected() -> None:
+    offered, measure = modelled_target(300)
+    result = search(SearchPlan(slo_p99_ms=100, start_rate=200, step_s=4, budget_s=60), measure)
+    assert offered[:3] == [200, 400, 400]  # served 300 of 400: more than half, so measured again
+    assert result.capacity == 300, offered
+    assert len(offered) <= 6, offered
+    assert result.converged
+
+
+def test_the_next_rate_stays_near_what_the_lowest_failure_served() -> None:
+    assert next_rate(0, 200, served_at_high=13.7, precision=0.1) == 12  # a little under it
+    assert next_rate(0, 200, served_at_high=150, precision=0.1) == 100  # served more than half: halve
+    assert next_rate(100, 400, served_at_high=300, precision=0.1) == 250  # the middle lies below it
+    assert next_rate(10, 200, served_at_high=11.5, precision=0.1) == 13  # not the middle, 105
+    assert next_rate(300, 400, served_at_high=300, precision=0.1) == 330
+    assert next_rate(0, 2, served_at_high=0, precision=0.1) == 1

@@ -5,7 +5,10 @@ was not the bottleneck and, for a backlog-stable search (ingest), the stream's b
 ends and did not grow.
 The search doubles the rate until a step fails, then bisects between the last pass and the first
 fail until they are within `precision` of each other, or the step budget, fixed before the first
-step, runs out. Every step is kept: they are the latency-vs-load curve.
+step, runs out. An overloaded step also says where to look: what the target served while overloaded
+(its goodput) is about what it can serve, so the next rate is at most that. A target that serves a
+twentieth of the first rate is found in two steps rather than never (halving from 200 req/s to one
+that serves 11 took the whole budget). Every step is kept: they are the latency-vs-load curve.
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ class SearchPlan:
             f"to {self.precision:.0%}; pass = p99 <= {self.slo_p99_ms:g} ms, errors <= {MAX_ERROR_RATE:.1%}, "
             "none dropped or unanswered, generator not bound"
             + ("; backlog read and not growing (accepted = landed)" if self.backlog_stable else "")
-            + ("; a failing rate is measured twice" if self.confirm_failures else "")
+            + "; steered by what a failing step served"
+            + ("; a failing rate is measured twice unless it served under half" if self.confirm_failures else "")
         )
 
 
@@ -60,6 +64,26 @@ def step_failures(figures: LoadFigures, slo_p99_ms: float) -> list[str]:
         reasons.append(f"unanswered: {figures.unanswered} requests had no answer when the generator stopped")
     reasons += figures.generator_reasons
     return reasons
+
+
+def overwhelmed(figures: LoadFigures) -> bool:
+    """Served under half the offered rate: a stall (a GC pause, a neighbour's burst) can break a short
+    step's p99 but not halve what it served, so such a failure needs no second look."""
+    return figures.offered_rps > 0 and figures.rps < figures.offered_rps / 2
+
+
+def next_rate(low: float, high: float, served_at_high: float, precision: float) -> float:
+    """The next rate: halve (nothing passed yet) or bisect, steered by what the lowest failing rate's step
+    served. Overloaded, a target serves about what it can: with nothing passed yet, try a little under
+    that; once a rate passed, try no further above the higher of it and that goodput than `precision`.
+    Whole req/s, at least 1."""
+    if low == 0:
+        rate = high / 2
+        if served_at_high > 0:
+            rate = min(rate, served_at_high * (1 - precision))
+    else:
+        rate = min((low + high) / 2, max(low, served_at_high) * (1 + precision))
+    return float(max(1, round(rate)))
 
 
 Measure = Callable[[float, int], tuple[LoadFigures, ServerSample]]
@@ -78,13 +102,14 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
     low = 0.0  # highest rate that passed
     high: float | None = None  # lowest rate that failed
     high_reasons: list[str] = []
+    served_at_high = 0.0
     rate = min(plan.start_rate, plan.max_rate)
     converged = False
     while len(steps) < plan.max_steps:
         figures, server = measure(rate, len(steps) + 1)
         reasons = failures(figures, server)
         steps.append(Step(rate=rate, figures=figures, server=server, passed=not reasons, reasons=reasons))
-        if reasons and plan.confirm_failures and len(steps) < plan.max_steps:
+        if reasons and plan.confirm_failures and len(steps) < plan.max_steps and not overwhelmed(figures):
             # One stall (a neighbour on the target's core, a GC pause) can fail a short step;
             # a rate fails only if it fails twice in a row. Both steps are kept.
             steps[-1].reasons = [*reasons, "unconfirmed: measured again"]
@@ -94,7 +119,7 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
         if not reasons:
             low = max(low, rate)
         elif high is None or rate < high:
-            high, high_reasons = rate, reasons
+            high, high_reasons, served_at_high = rate, reasons, figures.rps
         if high is None:
             if rate >= plan.max_rate:
                 converged = True  # the target kept up with the most we would offer
@@ -107,7 +132,7 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
         if high <= 1:
             converged = True
             break
-        rate = float(round((low + high) / 2)) if low > 0 else float(max(1, round(high / 2)))
+        rate = next_rate(low, high, served_at_high, plan.precision)
         if rate in (low, high):
             converged = True
             break
