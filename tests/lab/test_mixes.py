@@ -72,6 +72,40 @@ def test_wrk_waits_as_long_as_the_mixs_longest_timeout() -> None:
     assert wrk_timeout_s(load_mix(str(PRESET_DIR / "mixes" / "ladder-study.toml"))) == 120
 
 
+def test_a_variant_mix_keeps_its_bases_weights_less_what_it_leaves_out() -> None:
+    realistic = load_mix("realistic")
+    study = load_mix(str(PRESET_DIR / "mixes" / "ladder-study.toml"))
+    kept = [endpoint for endpoint in realistic.endpoints if endpoint.name != "event"]
+    assert [endpoint.name for endpoint in study.endpoints] == [endpoint.name for endpoint in kept]
+    assert sum(endpoint.share for endpoint in study.endpoints) == pytest.approx(1.0)
+    for mine, theirs in zip(study.endpoints, kept, strict=True):
+        assert mine.share / study.endpoints[0].share == pytest.approx(theirs.share / kept[0].share)
+        assert (mine.path, mine.body, mine.timeout_ms) == (theirs.path, theirs.body, 120_000)
+    assert study.vars == realistic.vars
+    assert not study.needs_ingest
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        ('based_on = "realistic"\nleave_out = ["evnt"]\n', "leave_out", "has no endpoint 'evnt'"),
+        ('based_on = "ping"\nleave_out = ["ping"]\n', "leave_out", "leaves out every endpoint"),
+        ('based_on = "nowhere"\n', "based_on", "no such mix file"),
+        ('based_on = "variant.toml"\n', "based_on", "is itself based on another mix"),
+        ('based_on = "ping"\n[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\n', "endpoint", "as they are"),
+        ('leave_out = ["a"]\n[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\n', "leave_out", "only a mix"),
+        ('based_on = "ping"\ntimeout_ms = 0\n', "timeout_ms", "expected an integer >= 1"),
+    ],
+)
+def test_a_malformed_variant_mix_names_its_key(tmp_path: Path, text: str, key: str, message: str) -> None:
+    path = tmp_path / "variant.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_mix(str(path))
+    assert caught.value.key == key
+    assert message in str(caught.value)
+
+
 def test_segments_split_the_load_into_k6_execution_segments() -> None:
     assert segment_args("2/3") == ["--execution-segment", "1/3:2/3", "--execution-segment-sequence", "0,1/3,2/3,1"]
 

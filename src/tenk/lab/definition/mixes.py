@@ -4,13 +4,17 @@ A mix names its value generators under `[vars.NAME]` (`range = [lo, hi]` or `lis
 endpoints as `[[endpoint]]` tables. Paths and bodies use `{NAME}` placeholders, filled per request
 from a generator or one of the built-ins: `{uid}` (unique within the run), `{uuid}`, `{now}` (RFC 3339),
 `{vu}`, `{iter}`.
+
+A mix may also be another's variant: `based_on = "realistic"` takes its generators and endpoints,
+`leave_out = ["event"]` drops endpoints by name (the rest keep their relative weights), and a top-level
+`timeout_ms` sets every endpoint's. A preset that differs from a built-in mix only so says it once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -146,25 +150,68 @@ def load_mix(name_or_path: str, relative_to: Path | None = None) -> Mix:
         raise ConfigError(path, None, "", f"no such mix file, and not a built-in mix ({known})")
     data, text = load(path)
     root = Where(path, text)
-    root.check_keys(data, ("name", "description", "vars", "endpoint"))
+    root.check_keys(data, ("name", "description", "vars", "endpoint", "based_on", "leave_out", "timeout_ms"))
     name = root.string(data, "name", path.stem)
     description = root.string(data, "description", "-")
+    if "based_on" in data:
+        endpoints, variables = _variant(root, data, path)
+    else:
+        endpoints, variables = _own_endpoints(root, data, path, text)
+    if "timeout_ms" in data:
+        timeout_ms = root.integer(data, "timeout_ms", minimum=1)
+        endpoints = tuple(replace(endpoint, timeout_ms=timeout_ms) for endpoint in endpoints)
+    return Mix(name, description, path, variables, endpoints)
+
+
+Parts = tuple[tuple[Endpoint, ...], dict[str, Var]]
+
+
+def _own_endpoints(root: Where, data: dict[str, Any], path: Path, text: str) -> Parts:
     variables = _vars(root, data)
     raw = data.get("endpoint")
     if not isinstance(raw, list) or not raw:
-        raise root.error("endpoint", "a mix needs at least one [[endpoint]] table")
+        raise root.error("endpoint", "a mix needs at least one [[endpoint]] table (or `based_on` another mix)")
+    if "leave_out" in data:
+        raise root.error("leave_out", "only a mix `based_on` another leaves endpoints out")
     parsed = [_endpoint(Where(path, text, "endpoint", i), item, variables) for i, item in enumerate(raw)]
     total = sum(weight for _, weight in parsed)
     names = [endpoint.name for endpoint, _ in parsed]
     for i, endpoint_name in enumerate(names):
         if names.index(endpoint_name) != i:
             raise Where(path, text, "endpoint", i).error("name", f"{endpoint_name!r} is used twice")
-    endpoints = tuple(_with_share(endpoint, weight / total) for endpoint, weight in parsed)
-    return Mix(name, description, path, variables, endpoints)
+    return tuple(_with_share(endpoint, weight / total) for endpoint, weight in parsed), variables
+
+
+def _variant(root: Where, data: dict[str, Any], path: Path) -> Parts:
+    """The endpoints and generators of the mix named by `based_on`, less those `leave_out` names."""
+    for key in ("endpoint", "vars"):
+        if key in data:
+            raise root.error(key, "a mix `based_on` another takes its endpoints and generators as they are")
+    base_name = root.string(data, "based_on")
+    base_path = resolve_mix(base_name, path.parent)
+    if not base_path.exists():
+        raise root.error("based_on", f"no such mix file, and not a built-in mix ({', '.join(builtin_mixes())})")
+    if "based_on" in load(base_path)[0]:
+        # One level only: no chains to follow, and no cycle to guard against.
+        raise root.error("based_on", f"{base_name!r} is itself based on another mix; name a mix with endpoints")
+    base = load_mix(base_name, path.parent)
+    leave_out = data.get("leave_out", [])
+    if not isinstance(leave_out, list) or not all(isinstance(item, str) for item in leave_out):
+        raise root.error("leave_out", "expected a list of endpoint names")
+    known = [endpoint.name for endpoint in base.endpoints]
+    for endpoint_name in leave_out:
+        if endpoint_name not in known:
+            has = ", ".join(known)
+            raise root.error("leave_out", f"{base.name!r} has no endpoint {endpoint_name!r} (it has {has})")
+    kept = [endpoint for endpoint in base.endpoints if endpoint.name not in leave_out]
+    if not kept:
+        raise root.error("leave_out", f"leaves out every endpoint of {base.name!r}")
+    total = sum(endpoint.share for endpoint in kept)
+    return tuple(_with_share(endpoint, endpoint.share / total) for endpoint in kept), base.vars
 
 
 def _with_share(endpoint: Endpoint, share: float) -> Endpoint:
-    return Endpoint(**{**endpoint.__dict__, "share": share})
+    return replace(endpoint, share=share)
 
 
 def _vars(root: Where, data: dict[str, Any]) -> dict[str, Var]:
