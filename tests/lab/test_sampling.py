@@ -58,6 +58,43 @@ def test_the_target_tree_cpu_includes_its_children() -> None:
     assert sampler.stats.processes == 2
 
 
+# A parent that forks one short-lived child after another, each spinning 20 ms and exiting: a Postgres
+# postmaster serving a connection opened per request, whose backends each live a few milliseconds.
+FORKING = """
+import os, time
+end = time.monotonic() + 30
+while time.monotonic() < end:
+    pid = os.fork()
+    if pid == 0:
+        stop = time.monotonic() + 0.02
+        while time.monotonic() < stop:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_children_that_exit_between_samples_are_counted_through_the_parent_that_reaped_them() -> None:
+    """Sampled each half second, none of these children is seen for more than a moment of its life: the
+    baselines' Postgres read near-zero CPU a request for a connection opened per request."""
+    forker = subprocess.Popen([sys.executable, "-c", FORKING])
+    try:
+        reaped_before, started = sum(psutil.Process(forker.pid).cpu_times()[2:4]), time.monotonic()
+        with TreeSampler(forker.pid, interval_s=0.5, known=lambda: {"postgres": forker.pid}) as sampler:
+            time.sleep(2.2)
+        # What the children really got: on a busy machine they may get far less than a core.
+        children_cores = (sum(psutil.Process(forker.pid).cpu_times()[2:4]) - reaped_before) / (
+            time.monotonic() - started
+        )
+    finally:
+        forker.kill()
+        forker.wait()
+    assert children_cores > 0.05
+    assert sampler.stats.cpu_cores_mean is not None
+    assert sampler.stats.cpu_cores_mean >= 0.7 * children_cores  # as the target
+    assert sampler.stats.roles_cores_mean["postgres"] >= 0.7 * children_cores  # as a dependency
+
+
 def _spinning_then_idle(busy_s: float) -> subprocess.Popen[bytes]:
     code = f"import time\nend = time.monotonic() + {busy_s}\nwhile time.monotonic() < end: pass\ntime.sleep(120)"
     return subprocess.Popen([sys.executable, "-c", code])

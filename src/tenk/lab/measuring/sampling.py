@@ -35,7 +35,8 @@ class TreeSampler:
     it, every process tree `known()` names (by role) and the lab's own generator child, and the busy
     share of every core, so that a ceiling can be pinned on whoever had no CPU left.
 
-    Processes that appear mid-run (a server re-spawning a worker) count from their first sample.
+    Processes that appear mid-run (a server re-spawning a worker) count from their first sample, and
+    those that exit between samples through the parent that reaps them (`_seconds`).
     With `nodes` (name -> pid: the API nodes of a cluster), the target is all their trees together,
     and each node's share is kept apart as well.
     """
@@ -57,8 +58,8 @@ class TreeSampler:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._cpu: dict[int, float] = {}
-        self._role_cpu: dict[tuple[str, int], float] = {}
+        self._cpu: dict[str, float] = {}  # each node's tree's CPU seconds at the last sample
+        self._role_cpu: dict[str, float] = {}
         self._core_busy: list[float] = []
         self._role_sums: dict[str, float] = {}
         self._core_sums: list[float] = []
@@ -115,17 +116,10 @@ class TreeSampler:
                     self.stats.role_cpus[role] = sorted(tree[0].cpu_affinity() or [])
                 except psutil.Error:
                     self.stats.role_cpus[role] = []
-            total = 0.0
-            for proc in tree:
-                try:
-                    times = proc.cpu_times()
-                except psutil.Error:
-                    continue
-                now = times.user + times.system
-                # A process first seen after the baseline counts from zero: its whole life is in this window.
-                total += now - self._role_cpu.get((role, proc.pid), now if baseline else 0.0)
-                self._role_cpu[(role, proc.pid)] = now
-            gained[role] = total
+            total = _tree_seconds(tree)
+            # A role first seen after the baseline counts from zero: its whole life is in this window.
+            gained[role] = max(0.0, total - self._role_cpu.get(role, total if baseline else 0.0))
+            self._role_cpu[role] = total
         return gained
 
     def _sample(self, baseline: bool = False) -> None:
@@ -137,23 +131,22 @@ class TreeSampler:
         self._core_busy = per_core
         roles = self._roles(baseline)
         rss = 0
-        seen: dict[int, float] = {}
+        processes = 0
         node_delta: dict[str, float] = {}
         for node, tree in self._trees().items():
-            node_delta[node] = 0.0
+            total = 0.0
             for proc in tree:
                 try:
                     with proc.oneshot():
-                        times = proc.cpu_times()
-                        total = times.user + times.system
+                        total += _seconds(proc.cpu_times())
                         rss += proc.memory_info().rss
                 except psutil.Error:
                     continue
-                seen[proc.pid] = total
-                node_delta[node] += total - self._cpu.get(proc.pid, total if baseline else 0.0)
+                processes += 1
+            node_delta[node] = max(0.0, total - self._cpu.get(node, total if baseline else 0.0))
+            self._cpu[node] = total
         cpu_delta = sum(node_delta.values())
-        self._cpu.update(seen)
-        self.stats.processes = max(self.stats.processes, len(seen))
+        self.stats.processes = max(self.stats.processes, processes)
         if baseline:
             self._last = now
             return
@@ -190,6 +183,24 @@ def _busy(times: Any) -> float:
     return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
 
 
+def _seconds(times: Any) -> float:
+    """A process's CPU seconds: its own, and those of the children it has reaped. A child that lives
+    between two samples (the Postgres backend of a connection opened per request) is never seen alive;
+    its CPU shows up in its parent's reaped children's time. Summed over a tree this way, an exiting
+    child's CPU moves to its parent instead of vanishing."""
+    return float(times.user + times.system + times.children_user + times.children_system)
+
+
+def _tree_seconds(tree: list[psutil.Process]) -> float:
+    total = 0.0
+    for proc in tree:
+        try:
+            total += _seconds(proc.cpu_times())
+        except psutil.Error:
+            continue
+    return total
+
+
 def _tree(pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)
@@ -221,15 +232,7 @@ def wait_until_idle(pids: Callable[[], list[int]], cores: float, timeout_s: floa
 
 
 def _tree_cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        for proc in _tree(pid):
-            try:
-                times = proc.cpu_times()
-            except psutil.Error:
-                continue
-            total += times.user + times.system
-    return total
+    return sum(_tree_seconds(_tree(pid)) for pid in pids)
 
 
 def listener_pid(port: int) -> int | None:
