@@ -179,7 +179,7 @@ def _own_endpoints(root: Where, data: dict[str, Any], path: Path, text: str) -> 
     for i, endpoint_name in enumerate(names):
         if names.index(endpoint_name) != i:
             raise Where(path, text, "endpoint", i).error("name", f"{endpoint_name!r} is used twice")
-    return tuple(_with_share(endpoint, weight / total) for endpoint, weight in parsed), variables
+    return tuple(replace(endpoint, share=weight / total) for endpoint, weight in parsed), variables
 
 
 def _variant(root: Where, data: dict[str, Any], path: Path) -> Parts:
@@ -207,11 +207,7 @@ def _variant(root: Where, data: dict[str, Any], path: Path) -> Parts:
     if not kept:
         raise root.error("leave_out", f"leaves out every endpoint of {base.name!r}")
     total = sum(endpoint.share for endpoint in kept)
-    return tuple(_with_share(endpoint, endpoint.share / total) for endpoint in kept), base.vars
-
-
-def _with_share(endpoint: Endpoint, share: float) -> Endpoint:
-    return replace(endpoint, share=share)
+    return tuple(replace(endpoint, share=endpoint.share / total) for endpoint in kept), base.vars
 
 
 def _vars(root: Where, data: dict[str, Any]) -> dict[str, Var]:

@@ -6,9 +6,9 @@ ends and did not grow.
 The search doubles the rate until a step fails, then bisects between the last pass and the first
 fail until they are within `precision` of each other, or the step budget, fixed before the first
 step, runs out. An overloaded step also says where to look: what the target served while overloaded
-(its goodput) is about what it can serve, so the next rate is at most that. A target that serves a
-twentieth of the first rate is found in two steps rather than never (halving from 200 req/s to one
-that serves 11 took the whole budget). Every step is kept: they are the latency-vs-load curve.
+(its goodput) is about what it can serve, so the next rate stays near it (`next_rate`). A target that
+serves a twentieth of the first rate is found within the budget rather than never (halving from 200
+req/s to one that serves 11 took the whole budget). Every step is kept: they are the latency-vs-load curve.
 """
 
 from __future__ import annotations
