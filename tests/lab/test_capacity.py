@@ -221,14 +221,14 @@ def test_a_200_with_the_wrong_body_is_an_error_when_the_mix_checks_bodies(tmp_pa
     assert figures["rps"] == pytest.approx((figures["requests"] - figures["errors"]) / 4, abs=0.01)
 
 
-def modelled_target(limit: float) -> tuple[list[float], Measure]:
-    """A target that serves `limit` req/s within the SLO and, past it, only `limit` with p99 in seconds;
-    the rates offered are recorded."""
+def modelled_target(limit: float, overloaded_share: float = 1.0) -> tuple[list[float], Measure]:
+    """A target that serves `limit` req/s within the SLO and, past it, `overloaded_share` of `limit` with
+    p99 in seconds; the rates offered are recorded."""
     offered: list[float] = []
 
     def measure(rate: float, _step: int) -> tuple[LoadFigures, ServerSample]:
         offered.append(rate)
-        served = min(rate, limit)
+        served = rate if rate <= limit else limit * overloaded_share
         figures = LoadFigures(
             engine="k6", offered_rps=rate, duration_s=4, requests=round(served * 4), rps=served,
             p50_ms=5, p95_ms=8, p99_ms=10 if rate <= limit else 4000, max_ms=20 if rate <= limit else 5000,
@@ -267,3 +267,13 @@ def test_the_next_rate_stays_near_what_the_lowest_failure_served() -> None:
     assert next_rate(10, 200, served_at_high=11.5, precision=0.1) == 13  # not the middle, 105
     assert next_rate(300, 400, served_at_high=300, precision=0.1) == 330
     assert next_rate(0, 2, served_at_high=0, precision=0.1) == 1
+    assert next_rate(4, 100, served_at_high=3, precision=0.1) == 5  # 4.4 rounds to the pass itself
+
+
+def test_a_target_that_collapses_when_overloaded_is_still_searched_above_a_small_pass() -> None:
+    """Past its limit this target serves a third of it: goodput below the last pass says nothing of where
+    the limit lies, and the search must not stop at that pass (4 req/s, 10 % above which rounds to 4)."""
+    offered, measure = modelled_target(6, overloaded_share=1 / 3)
+    result = search(SearchPlan(slo_p99_ms=100, start_rate=4, step_s=4, budget_s=120), measure)
+    assert result.capacity == 6, offered
+    assert result.converged

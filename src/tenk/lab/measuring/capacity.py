@@ -76,14 +76,15 @@ def next_rate(low: float, high: float, served_at_high: float, precision: float) 
     """The next rate: halve (nothing passed yet) or bisect, steered by what the lowest failing rate's step
     served. Overloaded, a target serves about what it can: with nothing passed yet, try a little under
     that; once a rate passed, try no further above the higher of it and that goodput than `precision`.
-    Whole req/s, at least 1."""
+    Whole req/s, at least 1, and above the last pass: at a few req/s 10 % rounds back to the pass itself,
+    which would end the search there with every rate up to the failure untried."""
     if low == 0:
         rate = high / 2
         if served_at_high > 0:
             rate = min(rate, served_at_high * (1 - precision))
-    else:
-        rate = min((low + high) / 2, max(low, served_at_high) * (1 + precision))
-    return float(max(1, round(rate)))
+        return float(max(1, round(rate)))
+    rate = min((low + high) / 2, max(low, served_at_high) * (1 + precision))
+    return float(max(low + 1, round(rate)))
 
 
 Measure = Callable[[float, int], tuple[LoadFigures, ServerSample]]
