@@ -218,7 +218,8 @@ def test_ingest_follows_the_studys_ladder_and_labels_the_step_it_set_aside() -> 
 def test_cache_turns_redis_io_threads_on_as_a_rung_of_its_own_on_a_private_redis() -> None:
     rungs = preset("cache").rungs
     assert all(rung.config.redis_io_threads >= 1 for rung in rungs), "every rung on its own empty Redis"
-    assert rungs[-1].changed == "redis_io_threads: 1 -> 2"
+    by_label = {rung.label: rung for rung in rungs}
+    assert by_label["Redis io-threads 2"].changed == "redis_io_threads: 1 -> 2"
 
 
 def test_search_compares_the_wsgi_baseline_both_ways_the_study_and_the_lab_measure() -> None:
