@@ -159,6 +159,17 @@ def test_a_ceiling_that_is_not_the_targets_is_a_lower_bound_and_not_compared() -
     assert compare_rungs(sync, limited, "capacity").label == INVALID
 
 
+def test_a_capacity_search_that_passed_no_step_is_said_so_and_not_called_another_bound() -> None:
+    results = sample_results()
+    sync, failed = results.rungs
+    failed.value = 0.0
+    failed.verdict = failed.verdict.model_copy(update={"server_figure": False, "ceiling": "target on CPU 0"})
+    text = markdown(results)
+    assert "no step within the SLO (async): inconclusive" in text
+    assert "not the target's (async" not in text
+    assert compare_rungs(sync, failed, "capacity").label == INVALID
+
+
 def test_html_first_screen_is_one_verdict_line_per_comparison_before_charts_and_tables() -> None:
     results = sample_results()
     limited = results.rungs[1]

@@ -76,8 +76,17 @@ def rung_line(before: RungResult, after: RungResult) -> str:
 
 
 def _not_the_targets(before: RungResult, after: RungResult) -> str:
-    limited = ", ".join(f"{r.label} {bound_by(r)}" for r in (before, after) if not is_server_figure(r))
-    return f"not the target's ({limited})" if limited else ""
+    """Why a pair has no comparable figure: a capacity search that passed no step (its target may well have
+    been the bottleneck: it just never met the SLO), or a figure something other than the target set."""
+    pair = (before, after)
+    failed = [r for r in pair if r.mode == "capacity" and r.value == 0]
+    limited = [r for r in pair if not is_server_figure(r) and all(r is not f for f in failed)]
+    parts = []
+    if failed:
+        parts.append(f"no step within the SLO ({', '.join(r.label for r in failed)})")
+    if limited:
+        parts.append(f"not the target's ({', '.join(f'{r.label} {bound_by(r)}' for r in limited)})")
+    return "; ".join(parts)
 
 
 def claim_line(claim: Claim, before: RungResult, after: RungResult) -> str:
