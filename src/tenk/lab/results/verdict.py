@@ -78,9 +78,8 @@ def rung_line(before: RungResult, after: RungResult) -> str:
 def _not_the_targets(before: RungResult, after: RungResult) -> str:
     """Why a pair has no comparable figure: a capacity search that passed no step (its target may well have
     been the bottleneck: it just never met the SLO), or a figure something other than the target set."""
-    pair = (before, after)
-    failed = [r for r in pair if r.mode == "capacity" and r.value == 0]
-    limited = [r for r in pair if not is_server_figure(r) and all(r is not f for f in failed)]
+    failed = [r for r in (before, after) if r.mode == "capacity" and r.value == 0]
+    limited = [r for r in (before, after) if not is_server_figure(r) and r not in failed]
     parts = []
     if failed:
         parts.append(f"no step within the SLO ({', '.join(r.label for r in failed)})")
