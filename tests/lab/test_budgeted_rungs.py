@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tenk.lab.documents import Results, load_results
@@ -26,21 +25,27 @@ def _cgroups_or_skip() -> None:
     budget.remove()
 
 
-def _lab(tmp_path: Path, defaults: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _lab(tmp_path: Path, defaults: str, **env: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """The lab run to its end, and its pid, which names the cgroup it made."""
     (tmp_path / "spin.toml").write_text(MIX)
     ladder = tmp_path / "budget.toml"
     ladder.write_text(
         'name = "budget"\nrepeats = 1\n[defaults]\ntarget = "tests.lab.spin_app:app"\nserver = "uvicorn"\n'
         f'mix = "spin.toml"\nwarmup_s = 0\n{defaults}\n[[rung]]\nlabel = "only"\n'
     )
-    return subprocess.run(
+    with subprocess.Popen(
         [str(Path(sys.executable).parent / "tenk"), "lab", "run", str(ladder), "--quiet", "--results", str(tmp_path)],
         env={**os.environ, "PYTHONPATH": str(REPO), **env},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
-        check=False,
-    )
+    ) as lab:
+        try:
+            stdout, stderr = lab.communicate(timeout=300)
+        finally:
+            if lab.poll() is None:
+                lab.kill()
+    return subprocess.CompletedProcess(lab.args, lab.returncode, stdout, stderr), lab.pid
 
 
 def _results(tmp_path: Path, done: subprocess.CompletedProcess[str]) -> Results:
@@ -49,20 +54,17 @@ def _results(tmp_path: Path, done: subprocess.CompletedProcess[str]) -> Results:
     return load_results(found)
 
 
-def _stray_groups() -> list[str]:
-    """Groups whose lab has exited: other labs may be running beside this test, with groups of their own."""
-    return sorted(
-        path.name
-        for path in CGROUP_ROOT.glob("**/tenk-lab-*")
-        if not psutil.pid_exists(int(path.name.rsplit("-", 1)[1]))
-    )
+def _groups_of(lab_pid: int) -> list[Path]:
+    """The groups the lab that ran `done` left behind. Only its own: a group of another lab (an earlier run
+    killed outright, a neighbour's CI job sharing the hierarchy) is not this run's to answer for."""
+    return sorted(CGROUP_ROOT.glob(f"**/tenk-lab-{lab_pid}"))
 
 
 @pytest.mark.slow
 def test_a_busy_target_and_every_worker_of_it_are_held_to_the_budget(tmp_path: Path) -> None:
     _cgroups_or_skip()
     # Two workers asked for 40 x 20 ms = 0.8 cores: without the quota both would run, on CPU 0, near that.
-    done = _lab(tmp_path, 'workers = 2\nrate = 40\nduration_s = 4\ncpu_budget = "300m"', SPIN_MS="20")
+    done, pid = _lab(tmp_path, 'workers = 2\nrate = 40\nduration_s = 4\ncpu_budget = "300m"', SPIN_MS="20")
     rung = _results(tmp_path, done).rungs[0]
     assert rung.cpu_budget is not None
     assert rung.cpu_budget.millicores == 300
@@ -73,12 +75,12 @@ def test_a_busy_target_and_every_worker_of_it_are_held_to_the_budget(tmp_path: P
     assert rung.server.throttling["throttled"] > 0
     assert rung.bottleneck is not None
     assert rung.bottleneck.kind == "target", rung.bottleneck
-    assert _stray_groups() == []
+    assert _groups_of(pid) == []
 
 
 @pytest.mark.slow
 def test_without_a_cpu_controller_the_rung_runs_unbudgeted_and_says_so(tmp_path: Path) -> None:
-    done = _lab(
+    done, _ = _lab(
         tmp_path,
         'rate = 20\nduration_s = 2\ncpu_budget = "300m"',
         SPIN_MS="1",
@@ -93,7 +95,7 @@ def test_without_a_cpu_controller_the_rung_runs_unbudgeted_and_says_so(tmp_path:
 
 
 def test_a_budget_the_target_cores_cannot_give_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    done = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpus = "0"\ncpu_budget = "1500m"')
+    done, _ = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpus = "0"\ncpu_budget = "1500m"')
     assert done.returncode != 0
     assert "cpu_budget 1500m exceeds the 1 core(s) left for the target" in done.stdout + done.stderr
     assert not list(tmp_path.glob("budget-*/logs"))
@@ -102,7 +104,7 @@ def test_a_budget_the_target_cores_cannot_give_is_refused_before_anything_starts
 @pytest.mark.slow
 def test_auto_probes_the_rung_and_runs_it_under_the_budget_it_chose(tmp_path: Path) -> None:
     _cgroups_or_skip()
-    done = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpu_budget = "auto"', SPIN_MS="2")
+    done, _ = _lab(tmp_path, 'rate = 20\nduration_s = 2\ncpu_budget = "auto"', SPIN_MS="2")
     rung = _results(tmp_path, done).rungs[0]
     budget = rung.cpu_budget
     assert budget is not None
