@@ -130,6 +130,18 @@ def test_each_ceiling_is_pinned_on_whoever_had_no_cpu_left(fig: LoadFigures, sam
     assert attribute(fig, sample, 1.0).phrase().startswith(phrase)
 
 
+def test_a_budgeted_target_is_crowded_by_its_neighbours_only_when_its_core_is_full() -> None:
+    # The search preset at 150m: Postgres at 0.40 of CPU 0 beside the target at 73 % of its budget, the core
+    # half idle, the quota throttling 43 % of periods. The target could have had its quota at any time.
+    half_idle = budgeted(0.11, throttled=0.43, neighbours=0.40)
+    assert attribute(figures(), half_idle, 0.15).kind == "undetermined"
+    prompt = half_idle.model_copy(update={"dependency_rtt": probed(0.5)})
+    assert attribute(figures(), prompt, 0.15, slo_ms=250).phrase() == "target on CPU 0"
+    # The same target on a core its neighbours fill: it may not get even its quota.
+    full = budgeted(0.11, throttled=0.20, neighbours=0.85)
+    assert attribute(figures(), full, 0.15).phrase() == "neighbours on CPU 0"
+
+
 def probed(p50_ms: float, n: int = 16, failed: int = 0) -> dict[str, ProbeFigures]:
     """Round trips to the stack's three dependencies through a step: Postgres and Redis at `p50_ms`."""
     fast: ProbeFigures = {"n": 16, "failed": 0, "p50_ms": 0.4, "max_ms": 2.0}
