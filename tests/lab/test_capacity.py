@@ -267,7 +267,10 @@ def test_the_next_rate_stays_near_what_the_lowest_failure_served() -> None:
     assert next_rate(10, 200, served_at_high=11.5, precision=0.1) == 13  # not the middle, 105
     assert next_rate(300, 400, served_at_high=300, precision=0.1) == 330
     assert next_rate(0, 2, served_at_high=0, precision=0.1) == 1
-    assert next_rate(4, 100, served_at_high=3, precision=0.1) == 5  # 4.4 rounds to the pass itself
+    assert next_rate(4, 100, served_at_high=4, precision=0.1) == 5  # 4.4 rounds to the pass itself
+    # A pass 10 % above what the overloaded step served: that goodput was a collapse, not the limit.
+    assert next_rate(12, 250, served_at_high=10.25, precision=0.1) == 55  # by ratio: the bounds are 20x apart
+    assert next_rate(300, 400, served_at_high=200, precision=0.1) == 350
 
 
 def test_a_target_that_collapses_when_overloaded_is_still_searched_above_a_small_pass() -> None:
@@ -277,3 +280,12 @@ def test_a_target_that_collapses_when_overloaded_is_still_searched_above_a_small
     result = search(SearchPlan(slo_p99_ms=100, start_rate=4, step_s=4, budget_s=120), measure)
     assert result.capacity == 6, offered
     assert result.converged
+
+
+def test_a_target_whose_goodput_collapses_far_below_its_limit_is_found_within_the_budget() -> None:
+    """Overloaded, the direct-INSERT app at 100m served 10 req/s of about 70 it could: the search crept up
+    10 % a step from 9 and its steps ran out at 15."""
+    offered, measure = modelled_target(70, overloaded_share=1 / 7)
+    result = search(SearchPlan(slo_p99_ms=100, start_rate=500, step_s=4, budget_s=60), measure)
+    assert 63 <= result.capacity <= 70, offered
+    assert result.converged, offered

@@ -76,6 +76,10 @@ def next_rate(low: float, high: float, served_at_high: float, precision: float) 
     """The next rate: halve (nothing passed yet) or bisect, steered by what the lowest failing rate's step
     served. Overloaded, a target serves about what it can: with nothing passed yet, try a little under
     that; once a rate passed, try no further above the higher of it and that goodput than `precision`.
+    But a target that collapses when overloaded serves far less than it can: once a rate `precision`
+    above that goodput has passed, the goodput has said all it can, and the search bisects, by ratio while
+    the bounds are over 2x apart. (Creeping up 10 % a step from a collapse at 10 req/s, a direct-INSERT
+    app good for about 70 ran out of steps at 15.)
     Whole req/s, at least 1, and above the last pass: at a few req/s 10 % rounds back to the pass itself,
     which would end the search there with every rate up to the failure untried."""
     if low == 0:
@@ -83,7 +87,11 @@ def next_rate(low: float, high: float, served_at_high: float, precision: float) 
         if served_at_high > 0:
             rate = min(rate, served_at_high * (1 - precision))
         return float(max(1, round(rate)))
-    rate = min((low + high) / 2, max(low, served_at_high) * (1 + precision))
+    steered = served_at_high * (1 + precision)
+    if low < steered:
+        rate = min((low + high) / 2, max(low * (1 + precision), steered))
+    else:
+        rate = math.sqrt(low * high) if high > 2 * low else (low + high) / 2
     return float(max(low + 1, round(rate)))
 
 
