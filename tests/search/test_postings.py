@@ -9,10 +9,11 @@ from typing import cast
 import asyncpg
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tenk.search.queries import ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
+from tenk.search import spelling
+from tenk.search.queries import NORMALISE, ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
@@ -137,12 +138,17 @@ async def service_and_pool(stack: Stack) -> object:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=_queries, limit=st.integers(1, 50))
+@example(query="-0", limit=1)  # exclusions only: found by the text strategy on a busy machine
 async def test_candidate_ranking_returns_as_many_hits_as_full_ranking_and_the_same_when_short(
     service_and_pool: tuple[SearchService, asyncpg.Pool], query: str, limit: int
 ) -> None:
     service, pool = service_and_pool
     query = query.replace("\x00", "")
     ours = orjson.loads(await service.search(query, limit))["items"]
+    if spelling.tsquery_key(*await pool.fetchrow(NORMALISE, query)) == spelling.NOTHING:
+        # By design (tenk.search.spelling): a query the index cannot narrow is answered with no hits.
+        assert ours == []
+        return
     full = orjson.loads(await pool.fetchval(RANK_ALL_MATCHES, query, limit))
     assert len(ours) == len(full)
     assert [hit["rank"] for hit in ours] == sorted((hit["rank"] for hit in ours), reverse=True)
