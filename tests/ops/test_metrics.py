@@ -5,7 +5,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from tenk.ops.metrics import REQUEST_LATENCY, _unchecked_increment, _unchecked_observe
 from tests.support.servers import ServerProcess
 from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
@@ -106,3 +110,35 @@ def test_invented_methods_and_paths_add_no_metric_series(stack: Stack, spawn_api
     methods = {m.group(1) for line in after if (m := re.search(r'method="([^"]*)"', line))}
     assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "OTHER"}, methods
     assert len(after) == len(before), set(after) - set(before)
+
+
+def _samples(registry: CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
+    return [
+        (sample.name, sample.labels, sample.value)
+        for family in registry.collect()
+        for sample in family.samples
+        if not sample.name.endswith("_created")
+    ]
+
+
+@given(st.lists(st.floats(min_value=0, max_value=100, allow_nan=False), max_size=50))
+def test_the_hot_paths_histogram_writes_what_the_librarys_observe_does(seconds: list[float]) -> None:
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    buckets = REQUEST_LATENCY._upper_bounds[:-1]  # the +Inf bucket is added again
+    fast = _unchecked_observe(Histogram("latency", "", ["route"], buckets=buckets, registry=ours).labels("/a"))
+    plain = Histogram("latency", "", ["route"], buckets=buckets, registry=theirs).labels("/a")
+    # Exactly on each bound too: `le` includes it.
+    for value in [*seconds, *buckets]:
+        fast(value)
+        plain.observe(value)
+    assert _samples(ours) == _samples(theirs)
+
+
+def test_the_hot_paths_counter_counts_what_the_librarys_inc_does() -> None:
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    fast = _unchecked_increment(Counter("lookups", "", ["layer"], registry=ours).labels("local"))
+    plain = Counter("lookups", "", ["layer"], registry=theirs).labels("local")
+    for _ in range(3):
+        fast()
+        plain.inc()
+    assert _samples(ours) == _samples(theirs)
