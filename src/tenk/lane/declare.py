@@ -57,7 +57,7 @@ def app_state(name: str) -> Any:
 
     Read from the dict behind starlette's `State`: `getattr` on it first fails the ordinary lookup and
     builds an AttributeError (its message formatted) before `State.__getattr__` answers, on every request
-    of every route: a tenth of the app's own work on a cached read."""
+    of every route: about 8 % of the app's own instructions on a cached read."""
     return resolved(lambda state, _: state._state[name])
 
 

@@ -140,11 +140,11 @@ def latency_observer(method: str, route: str, status: int) -> Callable[[float], 
 
 # The two per-request calls into prometheus_client, without the checks each makes on every call (is the
 # child observable, is the amount negative) and, for the histogram, with a bisection for its linear walk
-# of the buckets: both run on every request, the cached read's included, where together they cost about a
-# fifth of the app's own work. They write the same values, through the same value objects (locked, or
-# memory-mapped with several workers), so a scrape reads what the library's own methods would have
-# written; `tests/ops/test_metrics.py` holds them to that, so a library upgrade that moves these
-# attributes fails there, not silently.
+# of the buckets: both run on every request, the cached read's included, where the checks cost about 6 %
+# of the app's own instructions (`docs/budgets.md`). They write the same values, through the same value
+# objects (locked, or memory-mapped with several workers), so a scrape reads what the library's own
+# methods would have written; `tests/ops/test_metrics.py` holds them to that, so a library upgrade that
+# moves these attributes fails there, not silently.
 def _unchecked_increment(child: Counter) -> Callable[[], None]:
     return partial(child._value.inc, 1)
 
