@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -482,6 +483,34 @@ def parse_batch(
 def copy_line(stream_id: bytes, entry: bytes) -> bytes:
     """The staging row of an entry: its stream id (to dead-letter a conflict by), then its fields."""
     return stream_id + b"\t" + entry.replace(b"\\", b"\\\\") + b"\n"
+
+
+# The last whole second whose every microsecond is below 2**53: the staged flush computes the accepted time
+# as `accepted_us * interval '1 microsecond'`, in a double, exact only below 2**53 (the year 2255).
+_LAST_EXACT_SECOND = (2**53 - 1_000_000) // 1_000_000
+
+
+def event_rows(entries: Iterable[bytes]) -> bytes | None:
+    """The COPY text of `events` rows (`queries.EVENT_COLUMNS`) for entries that `entry_problem` passed:
+    each entry's fields, its accepted time written as a timestamp. None when an accepted time lies past
+    the year 2255, which only a producer that skipped the API can write: the staged flush takes those,
+    so that both flushes store the same time for it. The events of one request share their accepted
+    time, so each second is formatted once a batch."""
+    seconds: dict[bytes, bytes] = {}
+    lines = []
+    for entry in entries:
+        event_id, source, ts, accepted, payload = entry.split(b"\t", ENTRY_FIELDS - 1)
+        padded = accepted.rjust(7, b"0")
+        whole = padded[:-6]
+        second = seconds.get(whole)
+        if second is None:
+            if int(whole) > _LAST_EXACT_SECOND:
+                return None
+            second = seconds[whole] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(whole))).encode()
+        lines.append(
+            b"%b\t%b\t%b\t%b.%b+00\t%b\n" % (event_id, source, ts, second, padded[-6:], payload.replace(b"\\", b"\\\\"))
+        )
+    return b"".join(lines)
 
 
 def entry_event_id(entry: bytes) -> str:

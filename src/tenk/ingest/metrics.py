@@ -31,4 +31,12 @@ CONFLICTS = Counter(
 )
 VANISHED = Counter("tenk_ingest_vanished_total", "Pending entries deleted from the stream before they were written.")
 RECONCILED = Counter("tenk_ingest_backlog_reconciled_total", "Times the backlog counters were found off and reset.")
+FLUSHES = Counter(
+    "tenk_ingest_flushes_total",
+    "Batches written, by way: COPY straight into events, or through the staging table (a batch that may "
+    "repeat a stored id, or spans days).",
+    ["way"],
+)
+STRAIGHT_FLUSHES = FLUSHES.labels("straight")
+STAGED_FLUSHES = FLUSHES.labels("staged")
 FLUSH_RETRIES = Counter("tenk_ingest_flush_retries_total", "Flush attempts that failed on Postgres or Redis.")
