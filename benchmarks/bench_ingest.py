@@ -30,6 +30,7 @@ from benchmarks._common import (
     API_CPU,
     INGEST_EVENT,
     LOAD_CPU,
+    SENT_AT,
     VENV_BIN,
     bench_env,
     cpu_seconds,
@@ -65,7 +66,9 @@ export const options = {{
 }};
 const body = {json.dumps(json.dumps([LAG_EVENT] * batch))};
 const params = {{ headers: {{ 'Content-Type': 'application/json', 'Authorization': 'Bearer {KEY}' }} }};
-export default function () {{ http.post('{base}/events/batch', body, params); }}
+export default function () {{
+  http.post('{base}/events/batch', body.replaceAll('{SENT_AT}', new Date().toISOString()), params);
+}}
 """
 
 

@@ -247,37 +247,33 @@ def parse_event(
     return entry, event_id
 
 
-# An entry exactly as `parse_event` writes one, checked in one pass: id, source, canonical UTC ts (hours
-# 00-23, so that no leap of `fromisoformat` across versions can widen it), accepted time, and the
-# payload's opening brace; the payload's rest is searched with `bytes.find`, many times cheaper per
-# byte than a regular expression. What passes `_is_canonical_entry` is acceptable by every rule of
-# `_entry_problem_by_field`; anything else is judged there, field by field.
-_CANONICAL_HEAD = re.compile(
+# An entry exactly as `parse_event` writes one, checked by one regular expression: id, source, canonical
+# UTC ts (a date the calendar has, hours 00-23, so that no leap of `fromisoformat` across versions can widen
+# it, no zero fraction, which `isoformat` never writes), accepted time, and a payload in braces with no
+# tab, CR or LF. What it passes is acceptable by every rule of `_entry_problem_by_field` but two, checked
+# apart: the payload's size, and a NUL escape. Anything else is judged there, field by field. The one
+# date a pattern cannot judge is February 29th: its year is checked when group 1 holds it.
+_CANONICAL_ENTRY = re.compile(
     rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\t"
     rb"[A-Za-z0-9][A-Za-z0-9._:\-]{0,63}\t"
-    rb"([0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{6})?\+00:00)\t"
-    rb"[0-9]{1,18}\t\{"
+    rb"(?!0000)[0-9]{4}-"
+    rb"(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31|(02-29))"
+    rb"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.(?!000000)[0-9]{6})?\+00:00\t"
+    rb"[0-9]{1,18}\t\{[^\t\n\r]*\}"
 )
 
 
 def _is_canonical_entry(entry: bytes) -> bool:
-    match = _CANONICAL_HEAD.match(entry)
-    if match is None or match.group(2) == b".000000":  # `isoformat` writes no zero fraction
+    match = _CANONICAL_ENTRY.fullmatch(entry)
+    if match is None or entry.find(b"\\u0000") != -1:  # maybe a NUL: `payload_problem` tells
         return False
-    payload_start = match.end() - 1
-    if (
-        len(entry) - payload_start > MAX_PAYLOAD_BYTES
-        or entry[-1:] != b"}"
-        or entry.find(b"\t", payload_start) != -1
-        or entry.find(b"\n", payload_start) != -1
-        or entry.find(b"\r", payload_start) != -1
-        or entry.find(b"\\u0000", payload_start) != -1  # maybe a NUL: `payload_problem` tells
-    ):
+    # The payload is the entry's tail, after its last tab: only a long entry can hold one too large.
+    if len(entry) > MAX_PAYLOAD_BYTES and len(entry) - entry.rfind(b"\t") - 1 > MAX_PAYLOAD_BYTES:
         return False
-    try:
-        datetime.fromisoformat(match.group(1).decode())
-    except ValueError:  # a day the calendar does not have
-        return False
+    if match.lastindex == 1:
+        february = match.start(1)
+        year = int(entry[february - 5 : february - 1])
+        return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
     return True
 
 
@@ -285,7 +281,7 @@ def entry_problem(entry: bytes) -> str | None:
     """Why the worker must not write an entry, by the same rules the API applied; None if it may.
 
     Only a producer that skipped `parse_event` can make one fail. Every entry is checked, so the common
-    case is one regular expression and one date parse (`_is_canonical_entry`): the rules field by field
+    case is one regular expression and one search (`_is_canonical_entry`): the rules field by field
     (a `canonical_ts` round trip, `in` on bytes, which raises and clears a TypeError inside CPython
     before it searches) cost about half of the worker's CPU a row.
     """
@@ -320,38 +316,22 @@ _EPOCH_ORDINAL = datetime(1970, 1, 1).toordinal()
 
 
 def shared_day(entries: list[bytes]) -> datetime | None:
-    """The UTC day (its midnight) on which every entry's ts and its id fall, when every id is a canonical
-    UUIDv7 and no id repeats; None when any of that does not hold, or an entry is not as the API writes
-    it. The writer's cheapest flush relies on all of it (`queries.INSERT_FROM_STAGING_SHARED_DAY`)."""
-    day: int | None = None
-    ids: set[bytes] = set()
-    ts_days: dict[bytes, int] = {}
-    for entry in entries:
-        # The head as the API writes it: a canonical id, and a canonical UTC ts, whose date is its UTC
-        # day (a 24:00, a leap second or an offset, which Postgres reads as another day, do not match).
-        match = _CANONICAL_HEAD.match(entry)
-        if match is None:
-            return None
-        event_id = entry[:36]
-        # A v7 id's first 48 bits are its milliseconds (`uuid7`).
-        if event_id[14:15] != b"7" or event_id in ids:
-            return None
-        ids.add(event_id)
-        date_text = match.group(1)[:10]
-        ts_day = ts_days.get(date_text)
-        if ts_day is None:
-            try:
-                ts_day = ts_days[date_text] = datetime.fromisoformat(date_text.decode()).toordinal() - _EPOCH_ORDINAL
-            except ValueError:
-                return None
-        id_day = int(event_id[:8] + event_id[9:13], 16) // _MS_A_DAY
-        if day is None:
-            day = id_day
-        if id_day != day or ts_day != day:
-            return None
-    if day is None:
+    """The UTC day (its midnight) on which every entry's ts and its id fall, when every id is a UUIDv7 and
+    no id repeats; None when any of that does not hold. The writer's cheapest flushes rely on all of it
+    (`queries.STORED_ON_DAY`, `queries.INSERT_FROM_STAGING_SHARED_DAY`).
+
+    Only for entries that `entry_problem` passed, as the worker's are: their ids are canonical and their
+    ts a canonical UTC time, whose date is its UTC day, so neither needs checking again here."""
+    ids = {entry[:36] for entry in entries}
+    # A v7 id's 15th character is its version, and its first 48 bits its milliseconds (`uuid7`).
+    if not ids or len(ids) != len(entries) or {event_id[14:15] for event_id in ids} != {b"7"}:
         return None
-    return _EPOCH + timedelta(days=day)
+    id_days = {int(ms[:8] + ms[9:], 16) // _MS_A_DAY for ms in {event_id[:13] for event_id in ids}}
+    dates = {entry[(ts := entry.index(b"\t", 37) + 1) : ts + 10] for entry in entries}
+    ts_days = {datetime.fromisoformat(date.decode()).toordinal() - _EPOCH_ORDINAL for date in dates}
+    if len(id_days) != 1 or ts_days != id_days:
+        return None
+    return _EPOCH + timedelta(days=id_days.pop())
 
 
 def _int_in_range(text: str) -> int:
@@ -496,21 +476,31 @@ def event_rows(entries: Iterable[bytes]) -> bytes | None:
     the year 2255, which only a producer that skipped the API can write: the staged flush takes those,
     so that both flushes store the same time for it. The events of one request share their accepted
     time, so each second is formatted once a batch."""
+    stamps: dict[bytes, bytes] = {}
     seconds: dict[bytes, bytes] = {}
-    lines = []
+    parts: list[bytes] = []
+    append = parts.append
     for entry in entries:
-        event_id, source, ts, accepted, payload = entry.split(b"\t", ENTRY_FIELDS - 1)
-        padded = accepted.rjust(7, b"0")
-        whole = padded[:-6]
-        second = seconds.get(whole)
-        if second is None:
-            if int(whole) > _LAST_EXACT_SECOND:
-                return None
-            second = seconds[whole] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(whole))).encode()
-        lines.append(
-            b"%b\t%b\t%b\t%b.%b+00\t%b\n" % (event_id, source, ts, second, padded[-6:], payload.replace(b"\\", b"\\\\"))
-        )
-    return b"".join(lines)
+        # Exactly four tabs (`entry_problem`), none in the payload: the last two bound the accepted time.
+        payload_tab = entry.rfind(b"\t")
+        accepted_tab = entry.rfind(b"\t", 0, payload_tab)
+        accepted = entry[accepted_tab + 1 : payload_tab]
+        stamp = stamps.get(accepted)
+        if stamp is None:
+            padded = accepted.rjust(7, b"0")
+            whole = padded[:-6]
+            second = seconds.get(whole)
+            if second is None:
+                if int(whole) > _LAST_EXACT_SECOND:
+                    return None
+                second = seconds[whole] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(whole))).encode()
+            stamp = stamps[accepted] = b"%b.%b+00" % (second, padded[-6:])
+        append(entry[: accepted_tab + 1])
+        append(stamp)
+        # Only the payload can hold a backslash, which COPY's text format doubles.
+        append(entry[payload_tab:].replace(b"\\", b"\\\\"))
+        append(b"\n")
+    return b"".join(parts)
 
 
 def entry_event_id(entry: bytes) -> str:
