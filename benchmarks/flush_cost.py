@@ -4,14 +4,17 @@ worker can flush a batch, and for the floor under them.
 One connection to an embedded Postgres of its own, batches of 1,000 events as the API writes them
 (v7 ids, `ts` now, one day), each flush a transaction as the worker's: COPY into the staging table,
 then the insert. The backend's CPU time (user + system, from /proc) over `--flushes` flushes, per row.
-The forms are interleaved in each round, and the table grows as they run, as it does in a drain:
+The forms are interleaved in each round, each round starting one form later, and the table grows as they
+run, as it does in a drain:
 
 - `copy`: the COPY alone, what every form pays;
 - `copy + plain insert`: an INSERT .. ON CONFLICT DO NOTHING with no duplicate check, the floor;
 - `copy + day query + one-day insert`: STAGING_DAY, then INSERT_FROM_STAGING_ONE_DAY (the general path
   for a batch on one day);
-- `copy + shared-day insert`: INSERT_FROM_STAGING_SHARED_DAY, the path the worker takes when
-  `codec.shared_day` finds the batch's day.
+- `copy + shared-day insert`: INSERT_FROM_STAGING_SHARED_DAY, the staged path for a batch on one day
+  with distinct UUIDv7 ids;
+- `straight: stored-ids question + COPY into events`: STORED_ON_DAY, then COPY into `events` itself with
+  no staging table, the path the worker takes for such a batch while none of its ids is stored.
 """
 
 from __future__ import annotations
@@ -57,31 +60,53 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-Insert = Callable[[asyncpg.Connection, list[bytes]], Awaitable[object]]
+async def _staged(conn: asyncpg.Connection, entries: list[bytes], insert: Callable[[], Awaitable[object]]) -> None:
+    data = b"".join(codec.copy_line(b"%d-0" % n, entry) for n, entry in enumerate(entries))
+    async with conn.transaction():
+        await conn.copy_to_table(queries.STAGING_TABLE, source=_once(data), columns=queries.STAGING_COLUMNS)
+        await insert()
 
 
-async def _nothing(conn: asyncpg.Connection, entries: list[bytes]) -> None:
-    return None
+async def _copy_alone(conn: asyncpg.Connection, entries: list[bytes]) -> None:
+    async def nothing() -> None:
+        return None
+
+    await _staged(conn, entries, nothing)
 
 
 async def _plain(conn: asyncpg.Connection, entries: list[bytes]) -> None:
-    await conn.execute(PLAIN_INSERT)
+    await _staged(conn, entries, lambda: conn.execute(PLAIN_INSERT))
 
 
 async def _one_day(conn: asyncpg.Connection, entries: list[bytes]) -> None:
-    day = await conn.fetchval(queries.STAGING_DAY)
-    await conn.fetchval(queries.INSERT_FROM_STAGING_ONE_DAY, day)
+    async def insert() -> None:
+        day = await conn.fetchval(queries.STAGING_DAY)
+        await conn.fetchval(queries.INSERT_FROM_STAGING_ONE_DAY, day)
+
+    await _staged(conn, entries, insert)
 
 
 async def _shared_day(conn: asyncpg.Connection, entries: list[bytes]) -> None:
-    await conn.execute(queries.INSERT_FROM_STAGING_SHARED_DAY, codec.shared_day(entries))
+    await _staged(
+        conn, entries, lambda: conn.execute(queries.INSERT_FROM_STAGING_SHARED_DAY, codec.shared_day(entries))
+    )
 
 
-FORMS: dict[str, Insert] = {
-    "copy": _nothing,
+async def _straight(conn: asyncpg.Connection, entries: list[bytes]) -> None:
+    rows = codec.event_rows(entries)
+    ids = (b"{%b}" % b",".join([entry[:36] for entry in entries])).decode()
+    async with conn.transaction():
+        assert not await conn.fetchval(queries.STORED_ON_DAY, codec.shared_day(entries), ids)
+        await conn.copy_to_table("events", source=_once(rows or b""), columns=queries.EVENT_COLUMNS)
+
+
+Flush = Callable[[asyncpg.Connection, list[bytes]], Awaitable[None]]
+FORMS: dict[str, Flush] = {
+    "copy": _copy_alone,
     "copy + plain insert": _plain,
     "copy + day query + one-day insert": _one_day,
     "copy + shared-day insert": _shared_day,
+    "straight: stored-ids question + COPY into events": _straight,
 }
 
 
@@ -92,17 +117,15 @@ async def _measure(url: str, flushes: int, rounds: int) -> dict[str, list[float]
         await conn.execute(queries.CREATE_SESSION_STAGING)
         backend = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
         figures: dict[str, list[float]] = {name: [] for name in FORMS}
-        for _ in range(rounds):
-            for name, insert in FORMS.items():
+        forms = list(FORMS.items())
+        for number in range(rounds):
+            # The table grows as the forms run: each round starts one form later, so that none is always
+            # measured on the largest table.
+            for name, flush in forms[number % len(forms) :] + forms[: number % len(forms)]:
                 batches = [_batch() for _ in range(flushes)]
                 before = backend.cpu_times()
                 for entries in batches:
-                    data = b"".join(codec.copy_line(b"%d-0" % n, entry) for n, entry in enumerate(entries))
-                    async with conn.transaction():
-                        await conn.copy_to_table(
-                            queries.STAGING_TABLE, source=_once(data), columns=queries.STAGING_COLUMNS
-                        )
-                        await insert(conn, entries)
+                    await flush(conn, entries)
                 after = backend.cpu_times()
                 spent = (after.user - before.user) + (after.system - before.system)
                 figures[name].append(spent * 1e6 / (flushes * ROWS))
@@ -114,7 +137,7 @@ async def _measure(url: str, flushes: int, rounds: int) -> dict[str, list[float]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flushes", type=int, default=40, help="flushes of 1,000 rows per form and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="5: each form goes first once")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="tenk-flush-cost-", dir="/tmp"))
     pg = EmbeddedPostgres(workdir / "postgres", free_port())
