@@ -5,9 +5,10 @@ Three tasks share a buffer of entries read but not yet written:
 - the reader replays this consumer's own pending entries (a previous run died holding them), then
   reads new ones with XREADGROUP, never holding more than two batches;
 - the flusher writes a batch when it is full or when its oldest entry has waited TENK_INGEST_FLUSH_MS,
-  on its own clock, whether or not a read is blocked. Flush order: COPY into the staging table,
-  INSERT..SELECT ON CONFLICT DO NOTHING, COMMIT, and only then XACK. A crash anywhere before the XACK
-  leaves the entries pending, to be written again; the ON CONFLICT makes that second write a no-op;
+  on its own clock, whether or not a read is blocked. Flush order: COPY (straight into `events` for a
+  batch of new ids on one day, else into the staging table, then INSERT..SELECT ON CONFLICT DO NOTHING;
+  see `PostgresWriter`), COMMIT, and only then XACK. A crash anywhere before the XACK leaves the entries
+  pending, to be written again; the stored-ids question, or the ON CONFLICT, makes that a no-op;
 - housekeeping makes the `events` day partitions ahead of time and drops those past retention
   (`tenk.ingest.partitions`), and deletes expired dead letters (`tenk.ingest.dead_letters`);
 - upkeep trims what every group has acknowledged, keeps this consumer's entries from looking idle,

@@ -1,6 +1,7 @@
-"""The worker's Postgres side: one connection, and one transaction per flush that makes its own staging
-table. Data errors are isolated by bisection; connection trouble is retried, never dead-lettered; a
-schema that stays missing stops the worker (see `SchemaMissing`)."""
+"""The worker's Postgres side: one connection, and one transaction per flush, which COPYs a batch of new
+ids on one day straight into `events` and any other batch through a staging table. Data errors are
+isolated by bisection; connection trouble is retried, never dead-lettered; a schema that stays missing
+stops the worker (see `SchemaMissing`)."""
 
 from __future__ import annotations
 
