@@ -85,8 +85,8 @@ ON CONFLICT (event_id, ts) DO NOTHING
 """
 
 # The straight flush (`PostgresWriter`): a batch that `codec.shared_day` vouches for goes by COPY into
-# `events` itself, with no staging table and no INSERT..SELECT: 13 against 21 us of Postgres CPU a row
-# (`python -m benchmarks.flush_cost`, 2026-11-29), as COPY inserts a page of rows at a time. COPY cannot
+# `events` itself, with no staging table and no INSERT..SELECT: 18.5 against 23.2 us of Postgres CPU a row,
+# this question included (`python -m benchmarks.flush_cost`, 2026-11-29). COPY cannot
 # skip a duplicate, so STORED_ON_DAY asks first, in the same transaction, whether any id is stored on the
 # batch's day or listed in events_elsewhere; a duplicate stored after that question (a concurrent flush)
 # makes the COPY fail on the primary key instead, and the batch goes the staged way.

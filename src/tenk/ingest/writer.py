@@ -142,7 +142,8 @@ class PostgresWriter:
     async def write(self, entries: list[tuple[bytes, bytes]]) -> tuple[int, set[str]]:
         """Write (stream_id, entry) pairs in one transaction. Returns the rows inserted, and the stream
         ids of the entries whose event id was already stored with other content (conflicts); a
-        repeated identical event is skipped without a trace."""
+        repeated identical event is skipped without a trace. Only entries that `codec.entry_problem`
+        passed, as the worker's are (`codec.shared_day` relies on it)."""
         if self.mode == "copy":
             return await self._retrying(lambda conn: self._copy(conn, entries))
         return await self._retrying(lambda conn: self._insert_each(conn, entries))
