@@ -327,8 +327,11 @@ def shared_day(entries: list[bytes]) -> datetime | None:
     if not ids or len(ids) != len(entries) or {event_id[14:15] for event_id in ids} != {b"7"}:
         return None
     id_days = {int(ms[:8] + ms[9:], 16) // _MS_A_DAY for ms in {event_id[:13] for event_id in ids}}
-    dates = {entry[(ts := entry.index(b"\t", 37) + 1) : ts + 10] for entry in entries}
-    ts_days = {datetime.fromisoformat(date.decode()).toordinal() - _EPOCH_ORDINAL for date in dates}
+    try:
+        dates = {entry[(ts := entry.index(b"\t", 37) + 1) : ts + 10] for entry in entries}
+        ts_days = {datetime.fromisoformat(date.decode()).toordinal() - _EPOCH_ORDINAL for date in dates}
+    except ValueError:  # not an entry `entry_problem` passed: no day is vouched for
+        return None
     if len(id_days) != 1 or ts_days != id_days:
         return None
     return _EPOCH + timedelta(days=id_days.pop())
