@@ -1,11 +1,12 @@
 """Who set a ceiling: the target, the generator, a named dependency, or the target's neighbours.
 
-A capacity is the target's when the target had no CPU left (its cores >= 90 % busy with its own
-work, or its CPU budget spent), or when it waited on itself: no core saturated, the generator with CPU
-to spare, and every dependency the lab runs answering a probe promptly all through the step (blocking
-calls on an event loop, a pool too small, a connection per request: the target's own design). With
-`topology = "cluster"` the target is every API node together: its cores are the nodes' CPU set (or
-their process count, if fewer), and its busy share is the nodes' sum.
+A capacity is the target's when the target had no CPU left (its cores >= 90 % busy with its own work, or
+full with at most a tenth of them others', or its CPU budget spent), or when it waited on itself: no
+core saturated, the generator with CPU to spare, and every dependency the lab runs answering a probe
+promptly all through the step (blocking calls on an event loop, a pool too small, a connection per
+request: the target's own design). With `topology = "cluster"` the target is every API node together:
+its cores are the nodes' CPU set (or their process count, if fewer), and its busy share is the nodes'
+sum.
 Otherwise the rate where the SLO broke says something about the machine, not the
 server: Postgres and k6 sharing a saturated core, a generator out of CPU, a neighbour on the
 target's core. Such a rung is reported as "≥ X req/s, limited by postgres on CPU 1", and a
@@ -31,6 +32,10 @@ from tenk.lab.documents import (
 from tenk.lab.driving.generator import GENERATOR_BOUND_UTIL
 
 SATURATED = 0.90
+# Other processes holding more than this share of the target's cores crowded it. At most this share, on
+# cores they and the target filled, the target was short of its own CPU: on a busy CI host a 25 ms spinner
+# held 89 % of its core beside 7 % of neighbours (2026-11-29), and that ceiling is the target's.
+NEIGHBOUR_SHARE = 0.1
 # A budgeted target throttled in at least this share of its quota periods wanted more CPU than its
 # budget most of the time: it is bound by its own CPU, whatever shares its core with it (by design, its
 # dependencies do: tenk.lab.measuring.rung).
@@ -63,6 +68,14 @@ def attribute(
     if target_busy >= SATURATED:
         detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)" + _nodes(server)
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
+    neighbours = (server.neighbour_cores_mean or 0.0) / target_cores if target_cores else 0.0
+    unbudgeted = not server.throttling.get("periods")
+    if cpus and unbudgeted and neighbours <= NEIGHBOUR_SHARE and target_busy + neighbours >= SATURATED:
+        detail = (
+            f"target {target_busy:.0%} busy on its {target_cores:g} core(s), other processes {neighbours:.0%}: "
+            "the cores were full, nearly all of it the target's" + _nodes(server)
+        )
+        return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     throttled = _throttled_share(server)
     if throttled >= BUDGET_BOUND:
         detail = (
@@ -90,8 +103,7 @@ def attribute(
         kind = GENERATOR if top in GENERATORS else DEPENDENCY
         detail = f"CPU {cpu} {core_busy[cpu]:.0%} busy ({shares}); target {target_busy:.0%} busy"
         return Bottleneck(kind=kind, name=top, cpus=[cpu], detail=detail)
-    neighbours = (server.neighbour_cores_mean or 0.0) / target_cores if target_cores else 0.0
-    if cpus and neighbours > 0.1 and _crowded(server, core_busy, target_busy + neighbours):
+    if cpus and neighbours > NEIGHBOUR_SHARE and _crowded(server, core_busy, target_busy + neighbours):
         detail = f"other processes held {neighbours:.0%} of the target's cores; target {target_busy:.0%} busy"
         return Bottleneck(kind=NEIGHBOURS, name="neighbours", cpus=cpus, detail=detail)
     prompt = prompt_dependencies(server, max(PROMPT_MS, PROMPT_SHARE_OF_SLO * (slo_ms or 0.0)))
