@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import NamedTuple
 
 import asyncpg
 import orjson
 
+from tenk.catalog.changes import ProductChanges
 from tenk.search.queries import RANK_CANDIDATES, RANK_ONE_WORD
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
@@ -168,3 +172,71 @@ async def test_pages_due_for_refresh_together_reload_on_at_most_half_the_slots_a
         assert service.refreshes == 4  # the next requests start the next reloads, still two at a time
     finally:
         await pool.close()
+
+
+class Quiet(NamedTuple):
+    """A service whose pages outlive their TTL while `changes` says no product changed."""
+
+    service: SearchService
+    clock: SteppedClock
+    changes: ProductChanges
+    statements: list[str]
+
+
+@asynccontextmanager
+async def _quiet_service(stack: Stack) -> AsyncIterator[Quiet]:
+    statements: list[str] = []
+    clock = SteppedClock()
+    changes = ProductChanges(clock)
+    changes.subscribed()
+    clock.now += 1.0  # pages load after the listener subscribed
+    pool = await _counted_pool(stack, statements)
+    try:
+        settings = SearchSettings(cache_ttl_s=10.0, cache_quiet_ttl_s=60.0, cache_refresh_ahead=0.8)
+        yield Quiet(SearchService(pool, settings, clock=clock, changes=changes), clock, changes, statements)
+    finally:
+        await pool.close()
+
+
+async def test_a_page_outlives_its_ttl_while_no_product_changes_and_is_refreshed_ahead_of_its_quiet_ttl(
+    stack: Stack,
+) -> None:
+    async with _quiet_service(stack) as (service, clock, _, statements):
+        await service.search("kettle", 10)
+        await service.search("kettle", 10)  # second sighting: loaded and kept
+        assert _searches(statements) == 2
+        clock.now += 30.0  # three TTLs, no product changed
+        await service.search("kettle", 10)
+        assert (_searches(statements), service.refreshes) == (2, 0)
+        clock.now += 20.0  # past 0.8 of the quiet TTL: served, and reloaded behind the request
+        await service.search("kettle", 10)
+        assert service.refreshes == 1
+        await eventually(lambda: not service._refreshes, 30, "the background refresh to end", every=0.01)
+        assert _searches(statements) == 3
+
+
+async def test_a_product_change_puts_every_page_loaded_before_it_back_on_its_ttl(stack: Stack) -> None:
+    async with _quiet_service(stack) as (service, clock, changes, statements):
+        await service.search("kettle", 10)
+        await service.search("kettle", 10)
+        clock.now += 5.0
+        changes.changed()
+        clock.now += 1.0
+        await service.search("lamp", 10)
+        await service.search("lamp", 10)  # loaded after the change
+        clock.now += 5.0  # kettle 11 s old, loaded before the change: expired
+        await service.search("kettle", 10)
+        assert _searches(statements) == 5
+        clock.now += 30.0  # lamp 35 s old, loaded after the change and none since: still good
+        await service.search("lamp", 10)
+        assert _searches(statements) == 5
+
+
+async def test_while_the_listener_is_not_subscribed_a_page_lives_its_ttl(stack: Stack) -> None:
+    async with _quiet_service(stack) as (service, clock, changes, statements):
+        await service.search("kettle", 10)
+        await service.search("kettle", 10)
+        changes.lost()  # messages sent now would be lost: nothing can be vouched for
+        clock.now += 11.0
+        await service.search("kettle", 10)
+        assert _searches(statements) == 3

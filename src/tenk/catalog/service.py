@@ -32,6 +32,7 @@ from tenk.background import cancel_and_wait
 from tenk.catalog import keys, metrics, queries
 from tenk.catalog.batched_reads import BatchedReads
 from tenk.catalog.ceiling import IdCeiling
+from tenk.catalog.changes import ProductChanges
 from tenk.catalog.invalidation import Invalidator
 from tenk.catalog.replicas import Replicas, WrittenLsn
 from tenk.catalog.settings import CatalogSettings
@@ -71,6 +72,8 @@ class CatalogService:
             pg, redis, track_lsn=bool(self.replicas), ack_timeout_s=settings.invalidation_ack_timeout_s
         )
         self._fill_script = redis.register_script(keys.FILL_IF_UNCHANGED)
+        # For caches of answers that draw on many products (search pages): fed by the listener below.
+        self.changes = ProductChanges()
 
     async def get_product_json(self, product_id: int) -> bytes:
         """The product's JSON bytes, or MISSING. Hot path: the local hit returns before any await."""
@@ -181,6 +184,7 @@ class CatalogService:
         """After a committed write: drop every cached copy, here and in every other process; returns once
         every process has confirmed, or after `invalidation_ack_timeout_s`."""
         self._forget(product_id)
+        self.changes.changed()
         metrics.INVALIDATIONS.labels("local_write").inc()
         await self.invalidator.after_write(product_id)
 
@@ -191,6 +195,8 @@ class CatalogService:
         self.ceiling.raise_to(product_id)
 
     def _apply_invalidation(self, data: bytes) -> None:
+        # Whatever it names, a message says that some product changed.
+        self.changes.changed()
         with suppress(ValueError):
             self._forget(int(data))
             metrics.INVALIDATIONS.labels("pubsub").inc()
@@ -206,13 +212,16 @@ class CatalogService:
                     self.local.clear()
                     self.missing.clear()
                     self.ceiling.expire()
+                    self.changes.subscribed()
                     ready.set()
                     backoff.reset()
                     while True:
                         await subscription.receive(self._apply_invalidation, _LISTEN_TIMEOUT_S)
             except asyncio.CancelledError:
+                self.changes.lost()
                 raise
             except Exception as exc:
+                self.changes.lost()
                 delay = backoff.next_delay()
                 logger.warning("invalidation listener lost redis (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)

@@ -1,8 +1,16 @@
 """Result pages kept per process, refreshed ahead of expiry.
 
-A page asked for in the last part of its TTL is served from memory and reloaded in the background,
-once, so a popular page is replaced before it expires and no request waits for its reload. Without
-this every hot page expired at once every TTL and the requests behind it queued on Postgres.
+A page lives `ttl_s`, or `quiet_ttl_s` while no product has changed since its load began
+(`unchanged_since`, fed by the catalog's invalidation listener: `tenk.catalog.changes`). A page
+answers for every product, so no one product's invalidation can target it; but while none changes it
+stays right, and a short TTL would only reload it for nothing. With 10,000 queries drawn evenly at
+2,000 req/s (the search-open-loop example) each page is asked for every 5 s, so a 10 s TTL sends, by
+the arithmetic, about 40 % of searches to Postgres. A product write puts every page back on `ttl_s`.
+
+A page asked for in the last part of its lifetime is served from memory and reloaded in the
+background, once, so a popular page is replaced before it expires and no request waits for its
+reload. Without this every hot page expired at once every TTL and the requests behind it queued on
+Postgres.
 """
 
 from __future__ import annotations
@@ -24,12 +32,20 @@ class ResultPages(Generic[K]):
     """A bounded LRU; `clock` is injectable so that tests step time instead of sleeping."""
 
     def __init__(
-        self, max_items: int, ttl_s: float, refresh_ahead: float, clock: Callable[[], float] = time.monotonic
+        self,
+        max_items: int,
+        ttl_s: float,
+        refresh_ahead: float,
+        clock: Callable[[], float] = time.monotonic,
+        quiet_ttl_s: float = 0.0,
+        unchanged_since: Callable[[float], bool] | None = None,
     ) -> None:
         self.max_items = max_items
         self.ttl_s = ttl_s
-        self.refresh_after_s = ttl_s * refresh_ahead
+        self.quiet_ttl_s = max(ttl_s, quiet_ttl_s)
+        self.refresh_ahead = refresh_ahead
         self.clock = clock
+        self.unchanged_since = unchanged_since
         self._entries: OrderedDict[K, tuple[float, bytes]] = OrderedDict()
         self.writes = 0  # pages stored, for tests and operators: admission keeps one-off queries out
 
@@ -40,12 +56,20 @@ class ResultPages(Generic[K]):
         entry = self._entries.get(key)
         if entry is None:
             return None
-        age = self.clock() - entry[0]
-        if age >= self.ttl_s:
+        loaded_at, body = entry
+        age = self.clock() - loaded_at
+        lifetime = self.ttl_s
+        if (
+            age >= self.ttl_s * self.refresh_ahead
+            and self.unchanged_since is not None
+            and self.unchanged_since(loaded_at)
+        ):
+            lifetime = self.quiet_ttl_s
+        if age >= lifetime:
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
-        return Page(entry[1], age >= self.refresh_after_s)
+        return Page(body, age >= lifetime * self.refresh_ahead)
 
     def put(self, key: K, body: bytes, loaded_at: float) -> None:
         """`loaded_at` is the clock reading taken before the load began: a page is never younger than its data."""

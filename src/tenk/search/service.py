@@ -2,8 +2,9 @@
 
 A query reaches Postgres through its own small pool behind a bulkhead, with a statement timeout:
 search traffic that Postgres cannot keep up with is shed (503, Retry-After) instead of taking the
-connections that tasks, catalog misses and writes need. Result pages tolerate seconds of staleness,
-so repeated queries are answered from memory and pages are refreshed ahead of expiry. A query is
+connections that tasks, catalog misses and writes need. Result pages tolerate seconds of staleness
+after a product write, and live longer while no product changes (`tenk.search.pages`), so repeated
+queries are answered from memory and pages are refreshed ahead of expiry. A query is
 cached only from its second sighting (`admission.Doorkeeper`): a never-repeated one goes straight to
 Postgres, as with the cache off, with no cache write and no single-flight task. Loads of admitted
 queries go through single-flight, so concurrent identical queries share one Postgres call.
@@ -28,11 +29,12 @@ import asyncpg
 import orjson
 from fastapi import FastAPI
 
+from tenk.catalog.changes import ProductChanges
 from tenk.connections import create_pg_pool
 from tenk.errors import UnavailableError
 from tenk.outages import postgres_is_down
 from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
-from tenk.search import spelling
+from tenk.search import metrics, spelling
 from tenk.search.admission import Doorkeeper
 from tenk.search.budget import ClientBudget, SharedTime
 from tenk.search.pages import ResultPages
@@ -66,7 +68,10 @@ class SearchService:
         settings: SearchSettings,
         clock: Callable[[], float] = time.monotonic,
         timeout_per_transaction: bool = False,
+        changes: ProductChanges | None = None,
     ) -> None:
+        """`changes`: what this process knows of product changes, on `clock`; pages outlive `cache_ttl_s`
+        only with it (None when the pages are read from a replica, which may lag the news)."""
         self.pg = pg
         self.settings = settings
         # Behind a transaction pooler the statement timeout cannot be a connection setting (PgBouncer
@@ -75,7 +80,14 @@ class SearchService:
         self.clock = clock
         self.bulkhead = Bulkhead("search", settings.max_inflight, settings.max_wait_s)
         self.pages: ResultPages[PageKey] | None = (
-            ResultPages(settings.cache_max_items, settings.cache_ttl_s, settings.cache_refresh_ahead, clock)
+            ResultPages(
+                settings.cache_max_items,
+                settings.cache_ttl_s,
+                settings.cache_refresh_ahead,
+                clock,
+                quiet_ttl_s=settings.cache_quiet_ttl_s,
+                unchanged_since=changes.unchanged_since if changes is not None else None,
+            )
             if settings.cache
             else None
         )
@@ -182,6 +194,7 @@ class SearchService:
     async def _fetch(self, query: str, limit: int, client: str | None = None) -> bytes:
         # Postgres renders the items as JSON text; the body is assembled as bytes around it, never parsed.
         async with self.bulkhead.slot():
+            metrics.RANKINGS.inc()
             items: str = await self._in_postgres(lambda conn: self._ranked(conn, query, limit), client)
         return items.encode()
 
@@ -240,7 +253,10 @@ async def search_lifespan(app: FastAPI) -> AsyncIterator[None]:
         max_size=settings.max_inflight,
         server_settings=server_settings,
     )
-    service = SearchService(pool, settings, timeout_per_transaction=pooled)
+    # Pages outlive their TTL only while the catalog's listener vouches that no product changed since
+    # they were read, which holds for the primary's data, not a lagging replica's.
+    changes = None if replicas else app.state.catalog.changes
+    service = SearchService(pool, settings, timeout_per_transaction=pooled, changes=changes)
     app.state.search = service
     try:
         yield

@@ -10,11 +10,19 @@ class SearchSettings(BaseModel):
     cache_ttl_s: float = Field(
         10.0, gt=0, description="How long a result page is reused; new or changed products show up within it."
     )
+    cache_quiet_ttl_s: float = Field(
+        60.0,
+        ge=0,
+        description="How long a result page is reused while no product has changed since it was loaded, as far as "
+        "this process's invalidation listener knows (at least `cache_ttl_s`; 0: `cache_ttl_s` always). A product "
+        "write puts every page back on `cache_ttl_s`; with read replicas, `cache_ttl_s` always (a replica may lag "
+        "the message). Bounds what skips the invalidation outbox, such as a TRUNCATE.",
+    )
     cache_refresh_ahead: float = Field(
         0.8,
         gt=0,
         le=1,
-        description="A page asked for after this share of its TTL is reloaded in the background while the cached "
+        description="A page asked for after this share of its lifetime is reloaded in the background while the cached "
         "copy is served, so popular pages never expire under traffic.",
     )
     cache_max_items: int = Field(10_000, ge=1, description="Result pages kept per process.")
