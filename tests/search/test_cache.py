@@ -9,6 +9,7 @@ import asyncpg
 import orjson
 
 from tenk.catalog.changes import ProductChanges
+from tenk.search.pages import ResultPages
 from tenk.search.queries import RANK_CANDIDATES, RANK_ONE_WORD
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
@@ -198,21 +199,31 @@ async def _quiet_service(stack: Stack) -> AsyncIterator[Quiet]:
         await pool.close()
 
 
-async def test_a_page_outlives_its_ttl_while_no_product_changes_and_is_refreshed_ahead_of_its_quiet_ttl(
-    stack: Stack,
-) -> None:
+async def test_a_page_outlives_its_ttl_while_no_product_changes_until_its_quiet_ttl(stack: Stack) -> None:
     async with _quiet_service(stack) as (service, clock, _, statements):
         await service.search("kettle", 10)
         await service.search("kettle", 10)  # second sighting: loaded and kept
         assert _searches(statements) == 2
-        clock.now += 30.0  # three TTLs, no product changed
+        clock.now += 20.0  # two TTLs, no product changed, short of any quiet refresh point (0.8 x 30 s)
         await service.search("kettle", 10)
         assert (_searches(statements), service.refreshes) == (2, 0)
-        clock.now += 20.0  # past 0.8 of the quiet TTL: served, and reloaded behind the request
+        clock.now += 41.0  # past the longest quiet lifetime (60 s): loaded again
         await service.search("kettle", 10)
-        assert service.refreshes == 1
-        await eventually(lambda: not service._refreshes, 30, "the background refresh to end", every=0.01)
         assert _searches(statements) == 3
+
+
+def test_the_quiet_lifetimes_of_pages_loaded_together_spread_over_half_the_quiet_ttl() -> None:
+    clock = SteppedClock()
+    pages: ResultPages[int] = ResultPages(1_000, 10.0, 0.8, clock, quiet_ttl_s=60.0, unchanged_since=lambda _: True)
+    for key in range(200):
+        pages.put(key, b"[]", clock.now)
+    clock.now += 29.0
+    assert all(pages.get(key) is not None for key in range(200)), "none before half the quiet TTL"
+    clock.now += 16.0
+    kept = [key for key in range(200) if pages.get(key) is not None]
+    assert 0 < len(kept) < 200, "at 45 s, some gone and some kept"
+    clock.now += 15.0
+    assert all(pages.get(key) is None for key in kept), "none past the quiet TTL"
 
 
 async def test_a_product_change_puts_every_page_loaded_before_it_back_on_its_ttl(stack: Stack) -> None:

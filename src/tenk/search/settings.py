@@ -11,12 +11,13 @@ class SearchSettings(BaseModel):
         10.0, gt=0, description="How long a result page is reused; new or changed products show up within it."
     )
     cache_quiet_ttl_s: float = Field(
-        60.0,
+        300.0,
         ge=0,
         description="How long a result page is reused while no product has changed since it was loaded, as far as "
-        "this process's invalidation listener knows (at least `cache_ttl_s`; 0: `cache_ttl_s` always). A product "
-        "write puts every page back on `cache_ttl_s`; with read replicas, `cache_ttl_s` always (a replica may lag "
-        "the message). Bounds what skips the invalidation outbox, such as a TRUNCATE.",
+        "this process's invalidation listener knows; each page's is drawn between half and all of it (at least "
+        "`cache_ttl_s`; 0: `cache_ttl_s` always). A product write puts every page back on `cache_ttl_s`; with read "
+        "replicas, `cache_ttl_s` always (a replica may lag the message). Bounds writes that skip the invalidation "
+        "outbox, such as a TRUNCATE, as the catalog's `redis_ttl_s` bounds them for products.",
     )
     cache_refresh_ahead: float = Field(
         0.8,
