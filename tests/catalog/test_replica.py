@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from tenk.app import create_app
 from tenk.catalog import keys, metrics
 from tenk.catalog.service import CatalogService
+from tenk.search.service import SearchService
 from tenk.stack import start_on_free_port
 from tenk.stack.pg_replica import LocalPgReplica
 from tests.support.clients import AUTH
@@ -128,3 +129,44 @@ async def test_a_write_is_never_filled_stale_from_a_replica_paused_before_replay
         return await _stock_on_replica(replica, product_id) == 2
 
     await eventually(replayed_write, REPLAY_WITHIN_S, "the replica to replay the write")
+
+
+async def test_search_pages_read_from_a_replica_live_their_ttl_even_while_no_product_changes(
+    stack: Stack, replica: LocalPgReplica
+) -> None:
+    # A page reloaded from a replica that has not replayed a write, after this process heard of the write,
+    # holds the old answer: kept for the quiet TTL (an hour here), the new product would never show.
+    settings = stack.settings(
+        database={"replica_urls": [replica.url]}, search={"cache_ttl_s": 0.5, "cache_quiet_ttl_s": 3_600.0}
+    )
+    word = "zr" + uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+    app = create_app(settings)
+    async with app_in_process(app) as client:
+        search: SearchService = app.state.search
+        for _ in range(3):  # the second sighting is loaded and kept
+            assert (await client.get("/search", params={"q": word})).json()["items"] == []
+        await _on_replica(replica, "SELECT pg_wal_replay_pause()", as_superuser=True)
+        try:
+
+            async def paused() -> bool:
+                return await _on_replica(replica, "SELECT pg_get_wal_replay_pause_state()") == "paused"
+
+            await eventually(paused, REPLAY_WITHIN_S, "replay to pause")
+            product = {"sku": f"rep-search-{word}", "name": f"{word} kettle", "price_cents": 900}
+            assert (await client.post("/products", json=product, headers=AUTH)).status_code == 201
+            assert search.pages is not None
+            writes_after_the_write = search.pages.writes
+
+            async def reloaded_from_the_paused_replica() -> bool:
+                items = (await client.get("/search", params={"q": word})).json()["items"]
+                assert items == [], "the replica is paused: it cannot know the product yet"
+                return search.pages is not None and search.pages.writes > writes_after_the_write
+
+            await eventually(reloaded_from_the_paused_replica, REPLAY_WITHIN_S, "the page to reload after the write")
+        finally:
+            await _on_replica(replica, "SELECT pg_wal_replay_resume()", as_superuser=True)
+
+        async def found() -> list[str]:
+            return [item["sku"] for item in (await client.get("/search", params={"q": word})).json()["items"]]
+
+        assert await eventually(found, REPLAY_WITHIN_S, "the product in the search once replayed") == [product["sku"]]
