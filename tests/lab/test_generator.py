@@ -13,7 +13,7 @@ from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.documents import LoadFigures
 from tenk.lab.driving.generator import GeneratorCost, generator_verdict, run_measured
-from tenk.lab.driving.k6 import run_k6
+from tenk.lab.driving.k6 import k6_environment, run_k6
 from tenk.lab.measuring.capacity import step_failures
 from tenk.lab.measuring.processes import ProcessSet, start_target
 
@@ -27,6 +27,15 @@ def test_more_than_80_percent_of_the_generator_cores_is_generator_bound() -> Non
     assert generator_verdict(GeneratorCost(cpu_s=1, wall_s=10, cores=1, peak_rss_mb=50), dropped=3) == [
         "3 iterations dropped: k6 could not start them on schedule (VUs or CPU exhausted)"
     ]
+
+
+def test_k6_collects_less_often_and_streams_in_small_flushes_unless_the_caller_chose() -> None:
+    # Go's defaults on the generator's one core put tens of ms on k6's own p99 (see GENERATOR_DEFAULTS).
+    lab = k6_environment({"PATH": "/usr/bin"}, TENK_LAB_BASE_URL="http://127.0.0.1:1")
+    assert (lab["GOGC"], lab["K6_CSV_SAVE_INTERVAL"]) == ("400", "100ms")
+    assert (lab["PATH"], lab["TENK_LAB_BASE_URL"]) == ("/usr/bin", "http://127.0.0.1:1")
+    chosen = k6_environment({"GOGC": "off", "K6_CSV_SAVE_INTERVAL": "1s"})
+    assert (chosen["GOGC"], chosen["K6_CSV_SAVE_INTERVAL"]) == ("off", "1s")
 
 
 def test_generator_cpu_is_measured_from_the_kernel_children_included(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import math
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from pathlib import Path
 
@@ -44,6 +44,21 @@ class K6Summary(GeneratorSummary):
     def values(self, name: str) -> dict[str, float]:
         metric = self.metrics.get(name)
         return metric.values if metric is not None else {}
+
+
+# k6 is a Go program, and on the one core the lab gives it, Go's collector takes that core from the
+# goroutines sending and timing requests: at 2,000 req/s of the search mix, while the app answered
+# every search within 10 ms, k6's own p99 was 21.5 ms with Go's defaults and 123 ms while it also
+# streamed the CSV (flushed in one burst a second). A heap allowed to grow to five times what is live,
+# and the stream written ten times a second, took those to 12.7 and 16.3 ms, for twice k6's memory
+# (medians of 3, `python -m benchmarks.search_tail`, docs/results.md#k6-tail-2026-11-29).
+# Whatever the caller's environment sets wins.
+GENERATOR_DEFAULTS = {"GOGC": "400", "K6_CSV_SAVE_INTERVAL": "100ms"}
+
+
+def k6_environment(base: Mapping[str, str], **lab: str) -> dict[str, str]:
+    """The environment k6 runs in: `base` over the lab's generator defaults, then the lab's own variables."""
+    return {**GENERATOR_DEFAULTS, **base, **lab}
 
 
 def k6_binary() -> str:
@@ -112,14 +127,14 @@ def run_k6(
     script.write_text(k6_script(mix, rate, duration_s, slo_ms))
     summary_path = workdir / "summary.json"
     summary_path.unlink(missing_ok=True)
-    env = {
-        **os.environ,
-        "TENK_LAB_BASE_URL": base_url,
-        "TENK_LAB_API_KEY": api_key,
-        "TENK_LAB_RUN_ID": run_id + (f"-s{segment.replace('/', 'of')}" if segment else ""),
-        "TENK_LAB_SUMMARY": str(summary_path),
-        "K6_NO_USAGE_REPORT": "true",
-    }
+    env = k6_environment(
+        os.environ,
+        TENK_LAB_BASE_URL=base_url,
+        TENK_LAB_API_KEY=api_key,
+        TENK_LAB_RUN_ID=run_id + (f"-s{segment.replace('/', 'of')}" if segment else ""),
+        TENK_LAB_SUMMARY=str(summary_path),
+        K6_NO_USAGE_REPORT="true",
+    )
     samples = workdir / "samples.csv"
     samples.unlink(missing_ok=True)
     stream = ["--out", f"csv={samples}"] if keep_latencies else []
