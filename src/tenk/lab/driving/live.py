@@ -1,14 +1,14 @@
 """The live view of a fixed-rate run: each second's offered rate, goodput, p99 and errors, read
 from the per-request CSV that k6 is writing anyway for the run's latency histogram.
 
-k6 flushes that stream once a second, so reading it costs the generator nothing more; the lab
-process does the parsing. A second is reported once a later second has appeared, so it is whole.
+k6 flushes that stream ten times a second (the lab's K6_CSV_SAVE_INTERVAL), so reading it costs k6
+nothing more; the lab process does the reading, on the generator's cores, and parses only each request's
+duration row. A second is reported once a later second has appeared, so it is whole.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,10 @@ def _p99(values: list[float]) -> float:
         return 0.0
     ordered = sorted(values)
     return round(ordered[max(0, -(-len(ordered) * 99 // 100) - 1)], 3)
+
+
+# k6 writes metric_name first, so a request's duration sample is the line that starts with this.
+DURATION_ROW = "http_req_duration,"
 
 
 class LiveTail:
@@ -54,7 +58,11 @@ class LiveTail:
         text = self._partial + chunk.decode(errors="replace")
         lines = text.split("\n")
         self._partial = lines.pop()  # an unfinished line waits for the next poll
-        for row in csv.reader(io.StringIO("\n".join(lines))):
+        if not self._columns and lines:
+            self._columns = {name: i for i, name in enumerate(next(csv.reader([lines.pop(0)])))}
+        # About a dozen samples a request reach the stream and one of them is read: the lab shares the
+        # generator's cores, so the rest are skipped before the CSV parser sees them.
+        for row in csv.reader(line for line in lines if line.startswith(DURATION_ROW)):
             self._add(row)
         done = sorted(self._windows) if final else sorted(self._windows)[:-1]
         for t in done:
@@ -71,18 +79,10 @@ class LiveTail:
                 self.on_second(second)
 
     def _add(self, row: list[str]) -> None:
-        if not row:
-            return
-        if not self._columns:
-            self._columns = {name: i for i, name in enumerate(row)}
-            return
-        name = row[self._columns["metric_name"]]
-        if name not in ("http_reqs", "http_req_duration"):
-            return
+        # Every request's samples carry its tags, so its duration row alone says when it ended and
+        # whether its status was one the mix expects.
         window = self._windows.setdefault(int(row[self._columns["timestamp"]]), _Window())
-        if name == "http_req_duration":
-            window.durations.append(float(row[self._columns["metric_value"]]))
-        else:
-            window.requests += 1
-            if row[self._columns["expected_response"]] == "false":
-                window.failed += 1
+        window.durations.append(float(row[self._columns["metric_value"]]))
+        window.requests += 1
+        if row[self._columns["expected_response"]] == "false":
+            window.failed += 1

@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenk.lab.cpus import cpu_set, other_cpus, pin_tree
+from tenk.lab.cpus import cpu_set, other_cpus, pin_tree, staying_on
 from tenk.lab.definition.ladder import Rung
 from tenk.lab.definition.mixes import Mix
 from tenk.lab.documents import BudgetRecord, CapacityResult, LoadFigures, RungResult, ServerSample
@@ -94,7 +94,7 @@ class Measured:
 def run_rung(rung: Rung, mix: Mix, bench: Bench, repeat: int = 0) -> RungResult:
     run = RungRun(rung, mix, bench, repeat)
     try:
-        with process_set(run.dir / "logs") as processes:
+        with staying_on(run.helper_cpus), process_set(run.dir / "logs") as processes:
             run.start(processes)
             measured, capacity = run.measure_rung()
             run.finish()

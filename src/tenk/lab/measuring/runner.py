@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tenk.lab.cpus import cpu_set, generator_cores, other_cpus, pin_tree
+from tenk.lab.cpus import LAB_CPUS, cpu_set, generator_cores, other_cpus, pin_tree
 from tenk.lab.definition.ladder import Ladder, Rung
 from tenk.lab.documents import BudgetProvenance, Results, RungResult
 from tenk.lab.errors import LabError
@@ -357,7 +357,7 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
         if stack is None and bench is not None:
             # Someone else's Postgres and Redis were moved onto the target's cores: give them the lab's back.
             for pid in bench.dependencies.values():
-                pin_tree(pid, os.sched_getaffinity(0))
+                pin_tree(pid, set(LAB_CPUS))
         if stack is not None:
             for server in stack.started:
                 server.stop()
