@@ -50,8 +50,9 @@ class K6Summary(GeneratorSummary):
 # goroutines sending and timing requests: at 2,000 req/s of the search mix, while the app answered
 # every search within 10 ms, k6's own p99 was 21.5 ms with Go's defaults and 123 ms while it also
 # streamed the CSV (flushed in one burst a second). A heap allowed to grow to five times what is live,
-# and the stream written ten times a second, took those to 12.7 and 16.3 ms, for twice k6's memory
-# (medians of 3, `python -m benchmarks.search_tail`, docs/results.md#k6-tail-2026-11-29).
+# and the stream written ten times a second, took those to 12.7 and 16.3 ms (medians of 3, same run;
+# a later run with the mix's lists shared between VUs: 111.8 -> 39.3 ms with the stream), for about
+# twice k6's memory (`python -m benchmarks.search_tail`, docs/results.md#k6-tail-2026-11-29).
 # Whatever the caller's environment sets wins.
 GENERATOR_DEFAULTS = {"GOGC": "400", "K6_CSV_SAVE_INTERVAL": "100ms"}
 

@@ -95,6 +95,7 @@ def k6_script(mix: Mix, rate: float, duration_s: float, slo_ms: float = 100.0) -
         "import http from 'k6/http';",
         "import exec from 'k6/execution';",
         "import { Counter } from 'k6/metrics';",
+        "import { SharedArray } from 'k6/data';",
         "",
         "const ERRORS = new Counter('tenk_errors');",
         f"const LISTED = new Set({json.dumps(list(ERROR_STATUSES))});",
@@ -127,7 +128,10 @@ def k6_script(mix: Mix, rate: float, duration_s: float, slo_ms: float = 100.0) -
     ]
     for var in mix.vars.values():
         if not var.is_range:
-            parts.append(f"const VALUES_{var.name} = {json.dumps(list(var.values))};")
+            # Module scope is per VU, and a list held by every VU is marked by every one of Go's collections
+            # on the generator's core: a SharedArray is built once and kept outside the VUs' heaps.
+            values = json.dumps(list(var.values))
+            parts.append(f"const VALUES_{var.name} = new SharedArray({json.dumps(var.name)}, () => {values});")
     parts.append(f"\nexport const options = {json.dumps(options, indent=2)};\n")
     for endpoint in mix.endpoints:
         codes = ", ".join(str(c) for c in endpoint.expect)
