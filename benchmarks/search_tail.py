@@ -27,6 +27,7 @@ from pathlib import Path
 from benchmarks._common import VENV_BIN, serve_pinned, stop
 from tenk.lab.cpus import pin_tree
 from tenk.lab.definition.mixes import load_mix
+from tenk.lab.driving.generator import run_measured
 from tenk.lab.driving.k6 import GENERATOR_DEFAULTS, k6_environment
 from tenk.lab.driving.k6script import k6_script
 from tenk.lab.measuring.sampling import scrape_metrics
@@ -59,18 +60,18 @@ def _pin_dependencies(cpu: int) -> None:
 
 
 def _k6(script: Path, base_url: str, summary: Path, csv: Path | None, go_env: dict[str, str]) -> dict[str, float]:
-    """k6's latency figures, with its CPU seconds and peak RSS (kB) from the kernel's rusage."""
-    argv = ["taskset", "-c", "1", str(VENV_BIN / "k6"), "run", "--quiet"]
+    """k6's latency figures, with its CPU seconds and peak RSS as the lab measures a generator's."""
+    argv = [str(VENV_BIN / "k6"), "run", "--quiet"]
     if csv is not None:
         argv += ["--out", f"csv={csv}"]
     env = k6_environment({**os.environ, **go_env}, TENK_LAB_BASE_URL=base_url, TENK_LAB_SUMMARY=str(summary))
-    k6 = subprocess.Popen([*argv, str(script)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(k6.pid, 0)
-    k6.returncode = os.waitstatus_to_exitcode(status)
-    if k6.returncode:
-        raise SystemExit(f"k6 exited with {k6.returncode}")
+    code, cost = run_measured(
+        [*argv, str(script)], cpus="1", env=env, log=summary.with_suffix(".log"), timeout_s=WARM_S + MEASURE_S + 60
+    )
+    if code:
+        raise SystemExit(f"k6 exited with {code}; see {summary.with_suffix('.log')}")
     values: dict[str, float] = json.loads(summary.read_text())["metrics"]["http_req_duration"]["values"]
-    return {**values, "cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss}
+    return {**values, "cpu_s": cost.cpu_s, "peak_rss_mb": cost.peak_rss_mb}
 
 
 def one_round(variant: str, workdir: Path) -> dict[str, float]:
@@ -102,7 +103,7 @@ def one_round(variant: str, workdir: Path) -> dict[str, float]:
         "p95_ms": figures["p(95)"],
         "p99_ms": figures["p(99)"],
         "k6_cpu_ms_per_request": figures["cpu_s"] * 1000 / served,
-        "k6_peak_rss_mb": figures["max_rss_kb"] / 1024,
+        "k6_peak_rss_mb": figures["peak_rss_mb"],
         "app_within_10ms": (_within(after, "0.01") - _within(before, "0.01")) / served,
         "rankings_share": rankings / served,
     }

@@ -33,7 +33,7 @@ def other_cpus(target_cpus: str) -> str | None:
     return ",".join(str(c) for c in rest) if rest else None
 
 
-def pin_tree(pid: int, cpus: set[int]) -> None:
+def pin_tree(pid: int, cpus: set[int] | frozenset[int]) -> None:
     """Move a running process, its children and all their threads onto `cpus` (children forked later
     inherit it). `sched_setaffinity` on a pid moves one thread only, so each thread is moved."""
     try:
@@ -42,25 +42,23 @@ def pin_tree(pid: int, cpus: set[int]) -> None:
     except psutil.Error:
         return
     for process in processes:
-        try:
-            threads = [thread.id for thread in process.threads()]
-        except psutil.Error:
-            continue
-        for thread in threads:
-            with suppress(OSError):  # a thread or process that has just exited
-                os.sched_setaffinity(thread, cpus)
+        _pin_threads(process, cpus)
+
+
+def _pin_threads(process: psutil.Process, cpus: set[int] | frozenset[int]) -> None:
+    # Every thread the kernel knows, not only Python's: `sched_setaffinity` on a pid moves one thread.
+    try:
+        threads = [thread.id for thread in process.threads()]
+    except psutil.Error:
+        return
+    for thread in threads:
+        with suppress(OSError):  # a thread or process that has just exited
+            os.sched_setaffinity(thread, cpus)
 
 
 def generator_cores(target_cpus: str) -> int:
     """How many cores are left for the generator once the target has `target_cpus`."""
     return len(LAB_CPUS - cpu_set(target_cpus))
-
-
-def _move_own_threads(cpus: set[int] | frozenset[int]) -> None:
-    # Every thread the kernel knows, not only Python's: a library's threads run the lab's work too.
-    for thread in psutil.Process().threads():
-        with suppress(OSError):  # a thread that has just exited
-            os.sched_setaffinity(thread.id, cpus)
 
 
 @contextmanager
@@ -74,8 +72,8 @@ def staying_on(cpus: str | None) -> Iterator[None]:
     if cpus is None:
         yield
         return
-    _move_own_threads(cpu_set(cpus))
+    _pin_threads(psutil.Process(), cpu_set(cpus))
     try:
         yield
     finally:
-        _move_own_threads(LAB_CPUS)
+        _pin_threads(psutil.Process(), LAB_CPUS)

@@ -357,7 +357,7 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
         if stack is None and bench is not None:
             # Someone else's Postgres and Redis were moved onto the target's cores: give them the lab's back.
             for pid in bench.dependencies.values():
-                pin_tree(pid, set(LAB_CPUS))
+                pin_tree(pid, LAB_CPUS)
         if stack is not None:
             for server in stack.started:
                 server.stop()
