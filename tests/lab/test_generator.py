@@ -18,6 +18,7 @@ from tenk.lab.measuring.capacity import step_failures
 from tenk.lab.measuring.processes import ProcessSet, start_target
 
 REPO = Path(__file__).resolve().parents[2]
+GIB = 1024**3
 BUSY = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
 
@@ -29,13 +30,27 @@ def test_more_than_80_percent_of_the_generator_cores_is_generator_bound() -> Non
     ]
 
 
-def test_k6_collects_less_often_and_streams_in_small_flushes_unless_the_caller_chose() -> None:
-    # Go's defaults on the generator's one core put tens of ms on k6's own p99 (see GENERATOR_DEFAULTS).
-    lab = k6_environment({"PATH": "/usr/bin"}, TENK_LAB_BASE_URL="http://127.0.0.1:1")
-    assert (lab["GOGC"], lab["K6_CSV_SAVE_INTERVAL"]) == ("400", "100ms")
+def test_k6_collects_only_at_a_quarter_of_the_available_memory_and_streams_in_small_flushes() -> None:
+    # A collection on the generator's one core puts its length on k6's own p99 (see generator_defaults).
+    lab = k6_environment({"PATH": "/usr/bin"}, available_bytes=8 * GIB, TENK_LAB_BASE_URL="http://127.0.0.1:1")
+    assert (lab["GOGC"], lab["GOMEMLIMIT"], lab["K6_CSV_SAVE_INTERVAL"]) == ("off", "2048MiB", "100ms")
     assert (lab["PATH"], lab["TENK_LAB_BASE_URL"]) == ("/usr/bin", "http://127.0.0.1:1")
-    chosen = k6_environment({"GOGC": "off", "K6_CSV_SAVE_INTERVAL": "1s"})
-    assert (chosen["GOGC"], chosen["K6_CSV_SAVE_INTERVAL"]) == ("off", "1s")
+
+
+def test_k6_on_a_small_machine_collects_at_five_times_its_live_heap_with_no_limit() -> None:
+    small = k6_environment({}, available_bytes=3 * GIB)
+    assert small["GOGC"] == "400"
+    assert "GOMEMLIMIT" not in small
+
+
+@pytest.mark.parametrize("chosen", [{"GOGC": "200"}, {"GOMEMLIMIT": "512MiB"}], ids=["GOGC", "GOMEMLIMIT"])
+def test_k6_keeps_the_callers_collector_and_flush_whole(chosen: dict[str, str]) -> None:
+    env = k6_environment({**chosen, "K6_CSV_SAVE_INTERVAL": "1s"}, available_bytes=8 * GIB)
+    assert {name: env.get(name) for name in ("GOGC", "GOMEMLIMIT")} == {
+        "GOGC": chosen.get("GOGC"),
+        "GOMEMLIMIT": chosen.get("GOMEMLIMIT"),
+    }
+    assert env["K6_CSV_SAVE_INTERVAL"] == "1s"
 
 
 def test_generator_cpu_is_measured_from_the_kernel_children_included(tmp_path: Path) -> None:

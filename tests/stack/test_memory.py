@@ -5,7 +5,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tenk.stack.memory import auto_shared_buffers, shared_buffers_setting, usable_memory_bytes
+from tenk.stack.memory import (
+    auto_shared_buffers,
+    available_memory_bytes,
+    shared_buffers_setting,
+    usable_memory_bytes,
+)
 
 GIB = 1024**3
 
@@ -33,3 +38,22 @@ def test_a_cgroup_without_a_cap_leaves_the_machine_memory(tmp_path: Path, no_cap
     limit = tmp_path / "memory.max"
     limit.write_text(no_cap)
     assert usable_memory_bytes([limit]) == psutil.virtual_memory().total
+
+
+def test_what_a_cgroup_cap_leaves_bounds_the_available_memory(tmp_path: Path) -> None:
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text(f"{2 * GIB}\n")
+    usage.write_text(f"{GIB + 5}\n")
+    assert available_memory_bytes([limit], [usage]) == GIB - 5
+    usage.write_text(f"{3 * GIB}\n")
+    assert available_memory_bytes([limit], [usage]) == 0
+
+
+def test_without_a_cgroup_cap_the_kernels_estimate_is_the_available_memory(tmp_path: Path) -> None:
+    limit, usage = tmp_path / "memory.max", tmp_path / "memory.current"
+    limit.write_text("max\n")
+    usage.write_text(f"{GIB}\n")
+    available = available_memory_bytes([limit, tmp_path / "missing"], [usage, tmp_path / "missing-too"])
+    # The kernel's estimate moves between two reads; a cap would have put it under 1 GiB or at 0.
+    assert available > 0
+    assert abs(available - psutil.virtual_memory().available) < 256 * 1024**2

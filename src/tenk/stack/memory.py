@@ -9,6 +9,8 @@ import psutil
 
 # cgroup v2, then v1: a container's cap, which the physical memory psutil reports knows nothing of.
 CGROUP_MEMORY_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+# What the same cgroup uses now, v2 then v1, paired with the limits above.
+CGROUP_MEMORY_USAGE = (Path("/sys/fs/cgroup/memory.current"), Path("/sys/fs/cgroup/memory/memory.usage_in_bytes"))
 
 MIB = 1024 * 1024
 # Postgres's docs' starting point for a dedicated server: a quarter of the memory.
@@ -31,6 +33,21 @@ def usable_memory_bytes(cgroup_limits: Iterable[Path] = CGROUP_MEMORY_LIMITS) ->
         if limit.isdigit():
             usable = min(usable, int(limit))
     return usable
+
+
+def available_memory_bytes(
+    cgroup_limits: Iterable[Path] = CGROUP_MEMORY_LIMITS, cgroup_usage: Iterable[Path] = CGROUP_MEMORY_USAGE
+) -> int:
+    """Memory a new process can take now: the kernel's estimate, or what a cgroup's cap leaves, if less."""
+    available = int(psutil.virtual_memory().available)
+    for limit_path, usage_path in zip(cgroup_limits, cgroup_usage, strict=True):
+        try:
+            limit, usage = limit_path.read_text().strip(), usage_path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and usage.isdigit():
+            available = min(available, max(int(limit) - int(usage), 0))
+    return available
 
 
 def auto_shared_buffers(memory_bytes: int) -> str:

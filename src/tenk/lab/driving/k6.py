@@ -20,6 +20,7 @@ from tenk.lab.driving.live import LiveTail
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
 from tenk.lab.results.latency import encode, histogram_from_k6_csv
+from tenk.stack.memory import available_memory_bytes
 
 
 class K6Metric(BaseModel):
@@ -47,19 +48,38 @@ class K6Summary(GeneratorSummary):
 
 
 # k6 is a Go program, and on the one core the lab gives it, Go's collector takes that core from the
-# goroutines sending and timing requests: at 2,000 req/s of the search mix, while the app answered
-# every search within 10 ms, k6's own p99 was 21.5 ms with Go's defaults and 123 ms while it also
-# streamed the CSV (flushed in one burst a second). A heap allowed to grow to five times what is live,
-# and the stream written ten times a second, took those to 12.7 and 16.3 ms (medians of 3, same run;
-# a later run with the mix's lists shared between VUs: 111.8 -> 39.3 ms with the stream), for about
-# twice k6's memory (`python -m benchmarks.search_tail`, docs/results.md#k6-tail-2026-11-29).
-# Whatever the caller's environment sets wins.
-GENERATOR_DEFAULTS = {"GOGC": "400", "K6_CSV_SAVE_INTERVAL": "100ms"}
+# goroutines sending and timing requests. At 2,000 req/s of the search mix, while the app answered
+# every search within 10 ms, k6's p99 was 123 ms with Go's defaults (a collection at twice the live
+# heap) and the CSV stream flushed in one burst a second; 16.3-39.3 ms collecting at five times the live
+# heap with the stream written ten times a second (`python -m benchmarks.search_tail`). What remained
+# was each collection: 143-233 ms marking some 100 MB of VUs every 5.5 s (`GODEBUG=gctrace=1`). So k6
+# does not collect on a schedule at all (GOGC=off): it collects when its heap reaches a quarter of the
+# memory available as it starts (GOMEMLIMIT), which at 2,000 req/s (some 50 MB a second) is after the
+# run on most machines, and on a small one a few times a run at the same cost each. Lab p99 10.4 ms
+# against 148.7 in the same hour (docs/results.md#k6-collector-2026-11-29). Below a 1 GiB allowance
+# the heap could not grow far past what is live, and k6 collects at five times it instead.
+# Whatever the caller's environment sets of GOGC and GOMEMLIMIT wins, and then the lab sets neither.
+GENERATOR_HEAP_SHARE = 4
+GENERATOR_HEAP_FLOOR = 1024**3
+GO_COLLECTOR = ("GOGC", "GOMEMLIMIT")
 
 
-def k6_environment(base: Mapping[str, str], **lab: str) -> dict[str, str]:
+def generator_defaults(available_bytes: int) -> dict[str, str]:
+    """k6's Go collector and CSV flush, for a machine with `available_bytes` free as k6 starts."""
+    allowance = available_bytes // GENERATOR_HEAP_SHARE
+    if allowance >= GENERATOR_HEAP_FLOOR:
+        collector = {"GOGC": "off", "GOMEMLIMIT": f"{allowance // 1024**2}MiB"}
+    else:
+        collector = {"GOGC": "400"}
+    return {**collector, "K6_CSV_SAVE_INTERVAL": "100ms"}
+
+
+def k6_environment(base: Mapping[str, str], available_bytes: int | None = None, **lab: str) -> dict[str, str]:
     """The environment k6 runs in: `base` over the lab's generator defaults, then the lab's own variables."""
-    return {**GENERATOR_DEFAULTS, **base, **lab}
+    defaults = generator_defaults(available_memory_bytes() if available_bytes is None else available_bytes)
+    if any(name in base for name in GO_COLLECTOR):
+        defaults = {name: value for name, value in defaults.items() if name not in GO_COLLECTOR}
+    return {**defaults, **base, **lab}
 
 
 def k6_binary() -> str:
