@@ -55,9 +55,10 @@ class K6Summary(GeneratorSummary):
 # was each collection: 143-233 ms marking some 100 MB of VUs every 5.5 s (`GODEBUG=gctrace=1`). So k6
 # does not collect on a schedule at all (GOGC=off): it collects when its heap reaches a quarter of the
 # memory available as it starts (GOMEMLIMIT), which at 2,000 req/s (some 50 MB a second) is after the
-# run on most machines, and on a small one a few times a run at the same cost each. Lab p99 10.4 ms
-# against 148.7 in the same hour (docs/results.md#k6-collector-2026-11-29). Below a 1 GiB allowance
-# the heap could not grow far past what is live, and k6 collects at five times it instead.
+# run on most machines, and on a small one a few times a run at the same cost each. k6's p99 97.4 ->
+# 15.5 ms in one run, for 557 MB -> 3.2 GB of peak RSS (docs/results.md#k6-collector-2026-11-29).
+# Fewer VUs would shorten each collection only by dropping the arrivals a stall leaves no VU for.
+# Below a 1 GiB allowance the heap could not grow far past what is live: k6 collects at five times it.
 # Whatever the caller's environment sets of GOGC and GOMEMLIMIT wins, and then the lab sets neither.
 GENERATOR_HEAP_SHARE = 4
 GENERATOR_HEAP_FLOOR = 1024**3
