@@ -77,6 +77,17 @@ def test_merged_counts_are_sums_and_percentiles_carry_bounds() -> None:
     assert merged.endpoints["a"].requests == 8000
 
 
+def test_a_merged_run_keeps_the_largest_generator_and_the_settings_all_segments_agree_on() -> None:
+    a, b = figures(5000, 0, 500.0, 20.0), figures(3000, 0, 300.0, 40.0)
+    a.generator_peak_rss_mb, b.generator_peak_rss_mb = 900.0, 3100.0
+    a.generator_settings = b.generator_settings = {"GOGC": "off", "GOMEMLIMIT": "5856MiB"}
+    merged = merge_results([result([("r", a)], "1/2"), result([("r", b)], "2/2")]).rungs[0].figures
+    assert (merged.generator_peak_rss_mb, merged.generator_settings) == (3100.0, a.generator_settings)
+    b.generator_settings = {"GOGC": "400"}
+    merged = merge_results([result([("r", a)], "1/2"), result([("r", b)], "2/2")]).rungs[0].figures
+    assert merged.generator_settings == {}
+
+
 def test_segments_of_different_ladders_are_not_merged() -> None:
     a = result([("r", figures(10, 0, 1.0, 1.0))])
     b = a.model_copy(update={"ladder": "other"})

@@ -116,6 +116,17 @@ def test_dropped_iterations_mark_the_run_generator_bound(tmp_path: Path, one_slo
     assert any("iterations dropped" in reason for reason in step_failures(figures, 1000))
 
 
+def test_a_k6_run_records_its_peak_memory_and_the_runtime_settings_it_ran_with(
+    tmp_path: Path, one_slot_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOMEMLIMIT", "1536MiB")  # the caller's: the lab sets no collector of its own
+    monkeypatch.delenv("GOGC", raising=False)
+    figures = _run_work(tmp_path, one_slot_target, rate=20, duration_s=1, worst_ms=1000, timeout_ms=2000)
+    assert figures.generator_settings == {"GOMEMLIMIT": "1536MiB", "K6_CSV_SAVE_INTERVAL": "100ms"}
+    # A k6 process holds tens of MB before it sends anything; nothing else in the test is that large.
+    assert 20 < figures.generator_peak_rss_mb < 1536
+
+
 @pytest.mark.slow
 def test_arrivals_still_unanswered_when_k6_stops_are_counted_and_fail_the_step(
     tmp_path: Path, stalled_target: str

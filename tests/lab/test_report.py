@@ -142,6 +142,17 @@ def test_every_chart_axis_range_fits_the_data_even_with_zero_and_nan_latencies()
             assert math.log10(max(drawn)) <= high <= math.log10(max(drawn)) + 1, (chart_id, axis.range)
 
 
+def test_the_generators_peak_memory_is_a_column_once_a_run_recorded_it() -> None:
+    recorded = figures(5000, 0, 500.0, 20.0)
+    recorded.generator_peak_rss_mb = 3157.4
+    text = markdown(result([("r", recorded)]))
+    assert "| gen RSS MB |" in text
+    assert "| 3,157 |" in text
+    assert "`gen RSS MB` is its peak memory" in text
+    before = markdown(result([("r", figures(5000, 0, 500.0, 20.0))]))
+    assert "gen RSS MB" not in before
+
+
 def test_report_opens_with_the_verdict_before_the_tables() -> None:
     text = markdown(sample_results())
     assert text.index("## Verdict") < text.index("## Rungs")

@@ -97,6 +97,11 @@ class LoadFigures(Document):
     generator_cores: int
     generator_bound: bool
     generator_reasons: list[str] = Field(default_factory=list)
+    # The generator's peak RSS (its process tree; 0 in results from before it was recorded), and what
+    # the lab set of its runtime for this run (k6: its Go collector and CSV flush; see
+    # tenk.lab.driving.k6.generator_defaults): k6's memory grows with the run by design.
+    generator_peak_rss_mb: float = 0.0
+    generator_settings: dict[str, str] = Field(default_factory=dict)
     endpoints: dict[str, EndpointFigures] = Field(default_factory=dict)
     segment: str = ""
     # Failed requests by reason: "status_503", "timeout", "refused", "reset", "network", ...

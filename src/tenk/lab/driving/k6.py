@@ -63,6 +63,8 @@ class K6Summary(GeneratorSummary):
 GENERATOR_HEAP_SHARE = 4
 GENERATOR_HEAP_FLOOR = 1024**3
 GO_COLLECTOR = ("GOGC", "GOMEMLIMIT")
+# What a run's figures record of k6's environment, whoever set it.
+GENERATOR_SETTINGS = (*GO_COLLECTOR, "K6_CSV_SAVE_INTERVAL")
 
 
 def generator_defaults(available_bytes: int) -> dict[str, str]:
@@ -185,6 +187,8 @@ def run_k6(
     figures.generator_cores_used = round(cost.cores_used, 3)
     figures.generator_util = round(cost.util, 3)
     figures.generator_cores = cost.cores
+    figures.generator_peak_rss_mb = round(cost.peak_rss_mb, 1)
+    figures.generator_settings = {name: env[name] for name in GENERATOR_SETTINGS if name in env}
     figures.generator_reasons = generator_verdict(cost, figures.dropped)
     figures.generator_bound = bool(figures.generator_reasons)
     if tail is not None and samples.exists():

@@ -267,6 +267,7 @@ def run_wrk(
         generator_cores_used=round(cost.cores_used, 3),
         generator_util=round(cost.util, 3),
         generator_cores=cost.cores,
+        generator_peak_rss_mb=round(cost.peak_rss_mb, 1),
         generator_bound=False,
         errors_by_reason=_reasons(summary),
     )

@@ -234,6 +234,7 @@ def _merge_figures(figures: list[LoadFigures]) -> LoadFigures:
             error_rate=round(sum(p.error_rate * p.requests for p in pieces) / count, 6) if count else 0.0,
         )
     generator_reasons = [r for f in figures for r in f.generator_reasons]
+    settings = [f.generator_settings for f in figures]
     return figures[0].model_copy(
         deep=True,
         update={
@@ -248,6 +249,9 @@ def _merge_figures(figures: list[LoadFigures]) -> LoadFigures:
             "generator_util": max(f.generator_util for f in figures),
             "generator_cores": sum(f.generator_cores for f in figures),
             "generator_bound": any(f.generator_bound for f in figures),
+            # Each segment ran on a machine of its own: the largest generator, and its settings if all agree.
+            "generator_peak_rss_mb": max(f.generator_peak_rss_mb for f in figures),
+            "generator_settings": settings[0] if all(s == settings[0] for s in settings) else {},
             "generator_reasons": generator_reasons,
             "segment": "merged",
             "errors_by_reason": reasons,

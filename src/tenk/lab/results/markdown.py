@@ -27,6 +27,9 @@ def markdown(results: Results) -> str:
         provenance_line(results),
         reset_line(results),
     ]
+    # Results from before the generator's memory was recorded have no such column to explain.
+    recorded = any(rung.figures.generator_peak_rss_mb for rung in results.rungs)
+    generator_memory = "`gen RSS MB` is its peak memory. " if recorded else ""
     if results.merged_from:
         parts.append(f"Merged from {len(results.merged_from)} generator segments. {results.merge_note}\n")
     parts += [
@@ -36,8 +39,8 @@ def markdown(results: Results) -> str:
         "CPU ms/req is CPU time per completed request. `neighbour cores` is how busy the target's CPUs were "
         "with other processes: above 0.15 the rung is marked contended. "
         "`gen CPU` is the load generator's share of its own cores; above 80 %, or with dropped iterations, "
-        "a run is generator-bound and not a server figure. Latencies are from the open-loop (k6) run "
-        "(for capacity rungs: the highest passing step).\n",
+        f"a run is generator-bound and not a server figure. {generator_memory}"
+        "Latencies are from the open-loop (k6) run (for capacity rungs: the highest passing step).\n",
         "\n## Claims\n",
         "Measured ratio: to/from for rps and capacity; from/to for p99_ms, errors and cpu_ms (times lower).\n\n",
         md_table(claim_rows(results)),

@@ -81,6 +81,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 "RSS MB": _fmt(server.rss_mb_max, ".0f"),
                 "neighbour cores": _fmt(server.neighbour_cores_mean, ".2f"),
                 "gen CPU": f"{figures.generator_util:.0%}",
+                _GEN_RSS: _fmt(figures.generator_peak_rss_mb or None, ",.0f"),
                 _PARKED: _parked_cell(server),
                 _INGEST: _ingest_cell(server.ingest),
                 "delta vs prev": delta,
@@ -90,7 +91,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
         )
     # Columns no rung measured (no upstream, no ingest) are left out; the ingest one sits beside the
     # accept rate it qualifies.
-    for optional in (_NODES, _PARKED, _INGEST, _BUDGET, _THROTTLED, _AT_BUDGET, _MEAN, _THROUGHPUT):
+    for optional in (_NODES, _GEN_RSS, _PARKED, _INGEST, _BUDGET, _THROTTLED, _AT_BUDGET, _MEAN, _THROUGHPUT):
         if rows and all(row[optional] == "-" for row in rows):
             for row in rows:
                 del row[optional]
@@ -101,6 +102,7 @@ _NODES = "CPU ms/req per API node"
 # The generator's CPU a request is its own column's ("gen CPU"): not something the target depends on.
 _NOT_DEPENDENCIES = ("target", *GENERATORS)
 _BUDGET = "CPU budget"
+_GEN_RSS = "gen RSS MB"
 _MEAN = "mean ms"
 _THROUGHPUT = "MB/s received"
 _THROTTLED = "throttled: periods, s"
