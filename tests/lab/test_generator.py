@@ -13,7 +13,7 @@ from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.documents import LoadFigures
 from tenk.lab.driving.generator import GeneratorCost, generator_verdict, run_measured
-from tenk.lab.driving.k6 import k6_environment, run_k6
+from tenk.lab.driving.k6 import collected_inside_the_run, k6_environment, run_k6
 from tenk.lab.measuring.capacity import step_failures
 from tenk.lab.measuring.processes import ProcessSet, start_target
 
@@ -51,6 +51,34 @@ def test_k6_keeps_the_callers_collector_and_flush_whole(chosen: dict[str, str]) 
         "GOMEMLIMIT": chosen.get("GOMEMLIMIT"),
     }
     assert env["K6_CSV_SAVE_INTERVAL"] == "1s"
+
+
+@pytest.mark.parametrize(
+    ("settings", "peak_rss_mb", "said"),
+    [
+        ({"GOGC": "off", "GOMEMLIMIT": "2048MiB"}, 1900.0, True),
+        ({"GOGC": "off", "GOMEMLIMIT": "2GiB"}, 1900.0, True),
+        ({"GOGC": "off", "GOMEMLIMIT": str(2 * GIB)}, 1900.0, True),
+        ({"GOGC": "off", "GOMEMLIMIT": "2048MiB"}, 1600.0, False),  # room left: no collection
+        ({"GOGC": "400", "GOMEMLIMIT": "2048MiB"}, 1900.0, False),  # collects on its schedule anyway
+        ({"GOGC": "off", "GOMEMLIMIT": "lots"}, 1900.0, False),  # k6 would have refused it
+    ],
+)
+def test_a_k6_that_grew_to_its_memory_limit_is_said_to_have_collected_inside_the_run(
+    settings: dict[str, str], peak_rss_mb: float, said: bool
+) -> None:
+    figures = LoadFigures(
+        engine="k6", offered_rps=100.0, duration_s=10.0, requests=1000, rps=100.0, p50_ms=1, p95_ms=2, p99_ms=3,
+        max_ms=4, errors=0, error_rate=0.0, dropped=0, generator_cpu_s=1.0, generator_cores_used=0.1,
+        generator_util=0.1, generator_cores=1, generator_bound=False, generator_peak_rss_mb=peak_rss_mb,
+        generator_settings=settings,
+    )  # fmt: skip
+    note = collected_inside_the_run(figures)
+    if said:
+        assert note is not None
+        assert note.startswith("k6 reached its memory limit (1,900 of 2,048 MiB)")
+    else:
+        assert note is None
 
 
 def test_generator_cpu_is_measured_from_the_kernel_children_included(tmp_path: Path) -> None:

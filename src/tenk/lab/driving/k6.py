@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping
@@ -83,6 +84,29 @@ def k6_environment(base: Mapping[str, str], available_bytes: int | None = None, 
     if any(name in base for name in GO_COLLECTOR):
         defaults = {name: value for name, value in defaults.items() if name not in GO_COLLECTOR}
     return {**defaults, **base, **lab}
+
+
+# Go's GOMEMLIMIT syntax: bytes, or a number with a binary unit.
+_GO_SIZE = re.compile(r"(\d+)(B|KiB|MiB|GiB|TiB)?")
+_GO_UNITS = {None: 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+# RSS counts what the Go runtime holds besides the heap too; within a tenth of the limit, Go was collecting.
+NEAR_THE_LIMIT = 0.9
+
+
+def collected_inside_the_run(figures: LoadFigures) -> str | None:
+    """Said of a run whose k6, with no collection on a schedule, grew to its GOMEMLIMIT: it collected
+    then, on its own core, and each collection's pause may be in the latencies (see generator_defaults)."""
+    settings = figures.generator_settings
+    limit = _GO_SIZE.fullmatch(settings.get("GOMEMLIMIT", ""))
+    if settings.get("GOGC") != "off" or limit is None:
+        return None
+    limit_mib = int(limit[1]) * _GO_UNITS[limit[2]] / 2**20
+    if figures.generator_peak_rss_mb < NEAR_THE_LIMIT * limit_mib:
+        return None
+    return (
+        f"k6 reached its memory limit ({figures.generator_peak_rss_mb:,.0f} of {limit_mib:,.0f} MiB) and collected "
+        "inside the run: its pauses may be in the latencies"
+    )
 
 
 def k6_binary() -> str:

@@ -20,6 +20,7 @@ from tenk.lab.documents import (
     ServerSample,
     Verdict,
 )
+from tenk.lab.driving.k6 import collected_inside_the_run
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up
 from tenk.lab.measuring.capacity import step_failures
@@ -120,6 +121,8 @@ def rung_result(
         )
     if budget is not None and budget.missing:
         notes.append(budget.missing)
+    if (collected := collected_inside_the_run(figures)) is not None:
+        notes.append(collected)
     bottleneck = ceiling(capacity, figures, server, config, list(extra_failures or []), budget_m)
     if capacity is not None:
         value = capacity.capacity
