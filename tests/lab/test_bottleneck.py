@@ -96,7 +96,15 @@ def test_a_target_waiting_on_a_saturated_postgres_is_limited_by_postgres(private
     # About 40 ms of Postgres CPU a request: its one core serves 25 req/s; 80 req/s is three times that.
     rung = run_spin(tmp_path, "postgres", 80, env, spin_ms=40)
     bottleneck = rung["bottleneck"]
-    assert bottleneck["kind"] == "dependency", bottleneck
+    postgres_core_busy = rung["server"]["core_busy_mean"][str(OTHER_CPU)]
+    if bottleneck["kind"] == "undetermined" and postgres_core_busy < SATURATED:
+        # Quiet, Postgres's core reads 99 % busy here; once in a CI run (2026-11-29) it read 87 %, with
+        # Postgres at 0.83 cores. A core short of saturated names no ceiling: the lab must then say so,
+        # and still point at Postgres as the busiest process, never at the target or the generator.
+        assert bottleneck["name"] == "postgres", bottleneck
+        assert "no core >= 90% busy" in bottleneck["detail"], bottleneck
+        return
+    assert bottleneck["kind"] == "dependency", (bottleneck, postgres_core_busy)
     assert bottleneck["name"] == "postgres", bottleneck
     assert rung["verdict"]["ceiling"] == f"postgres on CPU {OTHER_CPU}"
     assert not rung["verdict"]["server_figure"]
