@@ -22,16 +22,21 @@ SHARED_BUFFERS_MIN_MB = 128
 SHARED_BUFFERS_MAX_MB = 16 * 1024
 
 
+def _cgroup_bytes(path: Path) -> int | None:
+    """A cgroup memory file's byte count; None when absent or not a number ("max": no cap)."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def usable_memory_bytes(cgroup_limits: Iterable[Path] = CGROUP_MEMORY_LIMITS) -> int:
     """Physical memory, or a cgroup's limit where one is set lower ("max" and v1's huge sentinel are no cap)."""
     usable = int(psutil.virtual_memory().total)
     for path in cgroup_limits:
-        try:
-            limit = path.read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit():
-            usable = min(usable, int(limit))
+        if (limit := _cgroup_bytes(path)) is not None:
+            usable = min(usable, limit)
     return usable
 
 
@@ -41,12 +46,9 @@ def available_memory_bytes(
     """Memory a new process can take now: the kernel's estimate, or what a cgroup's cap leaves, if less."""
     available = int(psutil.virtual_memory().available)
     for limit_path, usage_path in zip(cgroup_limits, cgroup_usage, strict=True):
-        try:
-            limit, usage = limit_path.read_text().strip(), usage_path.read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit() and usage.isdigit():
-            available = min(available, max(int(limit) - int(usage), 0))
+        limit, usage = _cgroup_bytes(limit_path), _cgroup_bytes(usage_path)
+        if limit is not None and usage is not None:
+            available = min(available, max(limit - usage, 0))
     return available
 
 
