@@ -238,9 +238,11 @@ async def test_a_product_change_puts_every_page_loaded_before_it_back_on_its_ttl
         clock.now += 5.0  # kettle 11 s old, loaded before the change: expired
         await service.search("kettle", 10)
         assert _searches(statements) == 5
-        clock.now += 30.0  # lamp 35 s old, loaded after the change and none since: still good
+        # lamp 20 s old: past its TTL, loaded after the change and none since, so on its quiet lifetime
+        # (drawn from 30-60 s) and short of the earliest quiet refresh point (0.8 x 30 s)
+        clock.now += 15.0
         await service.search("lamp", 10)
-        assert _searches(statements) == 5
+        assert (_searches(statements), service.refreshes) == (5, 0)
 
 
 async def test_while_the_listener_is_not_subscribed_a_page_lives_its_ttl(stack: Stack) -> None:
