@@ -45,7 +45,9 @@ def hot(handler: Handler) -> Callable[..., Awaitable[Response]]:
 def resolved(resolve: Resolver) -> Any:
     """`Depends(...)` on `resolve(app.state, scope)`, which the hot lane calls directly."""
 
-    def dependency(request: Request) -> Any:
+    # async, though it never awaits: FastAPI runs a plain `def` dependency in its thread pool, a thread
+    # hand-off on every request through FastAPI's lane.
+    async def dependency(request: Request) -> Any:
         return resolve(request.app.state, request.scope)
 
     RESOLVERS[dependency] = resolve
