@@ -76,7 +76,14 @@ def test_one_worker_is_flagged_only_where_the_deployment_gives_more_cores() -> N
 def test_sync_route_names_the_thread_pool_limit_and_spares_pure_computation() -> None:
     report = run("sync_routes")
     assert all("40 threads" in f.message for f in report.findings if f.rule == "sync-route")
-    assert not [f for f in report.findings if "total" in f.message]
+    assert not [f for f in report.findings if f.rule == "sync-route" and "total" in f.message]
+
+
+def test_thread_hop_finds_def_code_that_cannot_wait_through_its_helpers_and_spares_what_may() -> None:
+    hops = {f.message.split("`")[1] for f in run("sync_routes").findings if f.rule == "thread-hop"}
+    # `fresh_settings` builds settings from the environment and stays in the thread; the route that uses
+    # it is a hand-off of its own, and its body waits on nothing.
+    assert hops == {"total", "app_settings", "fresh_region"}
 
 
 def test_model_returned_under_a_response_model_is_flagged_but_a_dict_or_model_construct_is_not() -> None:

@@ -13,7 +13,7 @@ from tenk.doctor._entrypoints import find_entry_points
 from tenk.doctor._findings import Finding
 from tenk.doctor._follow import DEFAULT_DEPTH, Graph
 from tenk.doctor._project import Target, load_target
-from tenk.doctor.rules import blocking, clients, labels, middleware, server, validation
+from tenk.doctor.rules import blocking, clients, labels, middleware, server, threads, validation
 
 CHECKS: tuple[Callable[[Context], Iterator[Finding]], ...] = (
     blocking.check,
@@ -22,6 +22,7 @@ CHECKS: tuple[Callable[[Context], Iterator[Finding]], ...] = (
     middleware.check,
     labels.check,
     server.check,
+    threads.check,
     validation.check,
 )
 
