@@ -171,16 +171,27 @@ async def _chaos_run(
         assert sender.accepted == TOTAL
         log.append(f"{sender.retries} sends retried, {accepted_per_s:,.0f} events/s accepted")
 
+        seen: dict[str, object] = {}
+
         async def drained() -> bool:
             async with httpx.AsyncClient(base_url=apis[0].base_url, timeout=5) as client:
-                return bool((await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0)
+                seen["backlog"] = (await client.get("/ingest/stats", headers=AUTH)).json()["backlog"]
+            return seen["backlog"] == 0
 
         async def settled() -> bool:
             # A worker acknowledges only what Postgres committed: once nothing is left in the
             # backlog, whatever is missing was lost, not late.
-            return len(await _copies_of(stack, [stored_id(i) for i in ids])) == TOTAL or await drained()
+            seen["stored"] = len(await _copies_of(stack, [stored_id(i) for i in ids]))
+            return seen["stored"] == TOTAL or await drained()
 
-        await eventually(settled, DRAIN_WITHIN_S, f"all {TOTAL} events written after {log}", every=0.5)
+        def waited_for() -> str:
+            # On a timeout, say how far the drain got and whether the surviving worker still runs: a
+            # worker that died (stop 31's CLUSTERDOWN) and one that is stuck need different fixes.
+            survivor = workers[1]
+            state = "running" if survivor.process.poll() is None else f"exited:\n{survivor.log_tail()}"
+            return f"all {TOTAL} events written after {log}; last seen {seen}; worker {survivor.name} {state}"
+
+        await eventually(settled, DRAIN_WITHIN_S, waited_for, every=0.5)
         stored = [stored_id(i) for i in ids]  # each stored under its writer's scope
         outcome = Outcome(
             stored, await _copies_of(stack, stored), await _dead_letters_of(stack, stored), accepted_per_s, log
