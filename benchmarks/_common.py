@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -306,3 +307,11 @@ async def _time_drain(
     for name, pids in others.items():
         figures[f"{name}_cpu_us_per_row"] = 1e6 * (cpu_seconds(pids) - others_then[name]) / rows
     return figures
+
+
+def print_medians(first_column: str, figure: str, figures: Mapping[str, Sequence[float]], digits: int) -> None:
+    """A markdown table of each case's median and every round's figure."""
+    print(f"| {first_column} | {figure} (median) | rounds |")
+    print("|---|---:|---|")
+    for name, runs in figures.items():
+        print(f"| {name} | {statistics.median(runs):.{digits}f} | {', '.join(f'{run:.{digits}f}' for run in runs)} |")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +31,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 
+from benchmarks._common import print_medians
 from tenk.ingest import codec, partitions, queries
 from tenk.stack import EmbeddedPostgres, free_port
 from tenk.stack.migrate import migrate
@@ -148,10 +148,7 @@ def main() -> None:
     finally:
         pg.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print("| flush | Postgres µs CPU a row (median) | rounds |")
-    print("|---|---:|---|")
-    for name, runs in figures.items():
-        print(f"| {name} | {statistics.median(runs):.1f} | {', '.join(f'{run:.1f}' for run in runs)} |")
+    print_medians("flush", "Postgres µs CPU a row", figures, 1)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import statistics
 import time
 
 import httpx
 from fastapi import Depends, FastAPI
+
+from benchmarks._common import print_medians
 
 app = FastAPI()
 
@@ -89,10 +90,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     figures = asyncio.run(_measure(args.requests, args.rounds))
-    print("| route | CPU µs a request, client included (median) | rounds |")
-    print("|---|---:|---|")
-    for name, runs in figures.items():
-        print(f"| {name} | {statistics.median(runs):.0f} | {', '.join(f'{run:.0f}' for run in runs)} |")
+    print_medians("route", "CPU µs a request, client included", figures, 0)
 
 
 if __name__ == "__main__":

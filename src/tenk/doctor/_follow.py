@@ -116,7 +116,7 @@ class Graph:
             if level >= depth:
                 continue
             for site in self.calls(function):
-                callee = self._callee(site.callee)
+                callee = self.callee(site.callee)
                 if callee is None or id(callee) in seen or is_cached(callee):
                     continue
                 if (callee.is_async and not into_async) or (follow is not None and not follow(function, site)):
@@ -124,7 +124,8 @@ class Graph:
                 seen.add(id(callee))
                 queue.append((callee, (*chain, step(function, site.node)), level + 1))
 
-    def _callee(self, resolved: Resolved | None) -> Function | None:
+    def callee(self, resolved: Resolved | None) -> Function | None:
+        """The app's own function a call runs: the function, or a class's `__init__`; None for anything else."""
         if isinstance(resolved, Function):
             return resolved
         if isinstance(resolved, ClassInfo):

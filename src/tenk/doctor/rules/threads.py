@@ -15,8 +15,7 @@ from collections.abc import Iterator
 
 from tenk.doctor._context import Context, finding
 from tenk.doctor._findings import Finding
-from tenk.doctor._follow import CallSite, step
-from tenk.doctor._project import ClassInfo, Function
+from tenk.doctor._follow import CallSite, Graph, step
 
 # Calls that never wait: computing with values the function already has.
 NEVER_WAIT = frozenset(
@@ -55,14 +54,11 @@ NEVER_WAIT = frozenset(
 ) | frozenset({"fastapi.HTTPException", "fastapi.exceptions.HTTPException", "starlette.exceptions.HTTPException"})
 
 
-def _never_waits(site: CallSite, walked: set[int]) -> bool:
-    callee = site.callee
-    if isinstance(callee, Function):
-        return id(callee) in walked
-    if isinstance(callee, ClassInfo):
-        init = callee.methods.get("__init__")
-        return init is not None and id(init) in walked
-    return isinstance(callee, str) and callee in NEVER_WAIT
+def _never_waits(graph: Graph, site: CallSite, walked: set[int]) -> bool:
+    own = graph.callee(site.callee)
+    if own is not None:
+        return id(own) in walked
+    return isinstance(site.callee, str) and site.callee in NEVER_WAIT
 
 
 def check(context: Context) -> Iterator[Finding]:
@@ -73,7 +69,7 @@ def check(context: Context) -> Iterator[Finding]:
             continue
         reached = [function for function, _ in graph.walk(root, context.depth, into_async=False)]
         walked = {id(function) for function in reached}
-        if all(_never_waits(site, walked) for function in reached for site in graph.calls(function)):
+        if all(_never_waits(graph, site, walked) for function in reached for site in graph.calls(function)):
             message = (
                 f"sync {entry.kind} `{root.qualname}` makes no call that can wait, yet FastAPI hands it to its "
                 "thread pool on every request: declare it `async def`"
