@@ -80,10 +80,20 @@ class Sender:
         self.thresholds = thresholds
         self.fault_begun = [asyncio.Event() for _ in thresholds]
         self._reached = [asyncio.Event() for _ in thresholds]
+        self._failure: BaseException | None = None
 
     async def run(self) -> None:
         deadline = time.monotonic() + SEND_DEADLINE_S
-        await asyncio.gather(*(self._client(self.base_urls[n % len(self.base_urls)], deadline) for n in range(SENDERS)))
+        try:
+            await asyncio.gather(
+                *(self._client(self.base_urls[n % len(self.base_urls)], deadline) for n in range(SENDERS))
+            )
+        except BaseException as exc:
+            # Whoever waits for a threshold learns of it now, not at pytest's timeout minutes later.
+            self._failure = exc
+            for reached in self._reached:
+                reached.set()
+            raise
 
     async def _client(self, base_url: str, deadline: float) -> None:
         async with httpx.AsyncClient(base_url=base_url, timeout=5, headers=AUTH) as client:
@@ -108,12 +118,15 @@ class Sender:
             if response is not None and response.status_code == 202:
                 self.accepted += len(batch)
                 return
-            assert response is None or response.status_code == 503, response.text
+            assert response is None or response.status_code == 503, (response.status_code, response.text[:300])
             self.retries += 1
             await asyncio.sleep(0.1)
 
     async def reached(self, k: int) -> None:
+        """Once the k-th threshold is crossed; raises if sending failed first."""
         await self._reached[k].wait()
+        if self._failure is not None:
+            raise AssertionError(f"sending failed before threshold {k}: {self._failure!r}") from self._failure
 
 
 async def test_nothing_lost_and_nothing_duplicated_through_crashes_and_restarts(
