@@ -78,8 +78,7 @@ class RequestEdge:
             return
         started = time.perf_counter()
         request_id = resolve_request_id(scope)
-        scope["request_id"] = request_id.decode()
-        token = request_id_var.set(scope["request_id"])
+        token = request_id_var.set(request_id)
         status = 500
         passed: _Exchange | None = None
         hot = self.lane.match(scope) if self.lane is not None else None
@@ -93,7 +92,11 @@ class RequestEdge:
             elapsed = time.perf_counter() - started
             # Labels from bounded sets only (tenk.ops.metrics): a hot route's own, or what routing matched.
             if hot is not None:
-                latency_observer(hot[0].method, hot[0].template, status)(elapsed)
+                route = hot[0]
+                observe = route.observers.get(status)
+                if observe is None:
+                    observe = route.observers[status] = latency_observer(route.method, route.template, status)
+                observe(elapsed)
             else:
                 assert passed is not None
                 status = passed.status

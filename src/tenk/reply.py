@@ -27,7 +27,7 @@ class Reply(NamedTuple):
 
 def reply_headers(reply: Reply, *, close: bool = False) -> list[tuple[bytes, bytes]]:
     """The headers of a reply; `close` when the request's body was left unread, so the connection is done."""
-    headers = [_CONTENT_TYPE, (b"content-length", str(len(reply.body)).encode())]
+    headers = [_CONTENT_TYPE, (b"content-length", b"%d" % len(reply.body))]
     if reply.retry_after is not None:
         headers.append((b"retry-after", str(reply.retry_after).encode()))
     if reply.status == 401:

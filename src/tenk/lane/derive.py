@@ -12,6 +12,7 @@ Only the kinds tenk needs are supported; any other declaration on a `@hot` route
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import types
@@ -68,6 +69,9 @@ class LaneRoute:
     auth: tuple[KeyPolicy, ...]  # the key checks the route declares; any one that applies needs the key
     query_keys: frozenset[str]
     key_required: bool = False  # the `auth` policies judged against the app's settings, once (`serve_hot`)
+    # The latency histogram's `observe` for each status this route answered (`RequestEdge`): one dict
+    # lookup a request, where `metrics.latency_observer`'s cache hashes three labels.
+    observers: dict[int, Callable[[float], None]] = dataclasses.field(default_factory=dict, compare=False)
 
     def tail(self, path: str) -> str | None:
         """The path parameter's text ("" for exact routes), or None when the path is not this route's."""

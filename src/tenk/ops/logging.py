@@ -18,7 +18,9 @@ _base_factory = logging.getLogRecordFactory()
 def _record_with_request_id(*args: Any, **kwargs: Any) -> logging.LogRecord:
     # Taken when the record is made, not when it is formatted: a handler may format later, elsewhere.
     record = _base_factory(*args, **kwargs)
-    record.request_id = request_id_var.get()
+    request_id = request_id_var.get()
+    # The id's shape is ASCII (`request_id._ACCEPTABLE`, or hex digits).
+    record.request_id = request_id.decode("ascii") if request_id is not None else None
     return record
 
 

@@ -8,7 +8,9 @@ from contextvars import ContextVar
 
 from starlette.types import Scope
 
-request_id_var: ContextVar[str | None] = ContextVar("tenk_request_id", default=None)
+# Bytes, as the header carries it: decoded only when a log line is made (`tenk.ops.logging`), not on
+# every request.
+request_id_var: ContextVar[bytes | None] = ContextVar("tenk_request_id", default=None)
 
 # A client-chosen id goes into our logs and back into a header: accept only a safe, bounded shape.
 _ACCEPTABLE = re.compile(rb"^[A-Za-z0-9._:\-]{1,128}$")
