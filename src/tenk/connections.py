@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import orjson
-from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
 from tenk.outages import POSTGRES_ERRORS
+from tenk.redis_pool import PromptConnectionPool
 from tenk.redis_urls import CLUSTER_SCHEMES, is_cluster_url, is_sentinel_url, parse_sentinel_url, split_netloc
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def _cluster_from_url(url: str, max_connections: int, **kwargs: Any) -> RedisClu
     )
 
 
-class BlockingSentinelConnectionPool(SentinelConnectionPool, BlockingConnectionPool):
+class BlockingSentinelConnectionPool(SentinelConnectionPool, PromptConnectionPool):
     """Connections to whichever server the sentinels name master, waiting up to `timeout` for a free one
     when all `max_connections` are busy, as the single server's BlockingConnectionPool does."""
 
@@ -247,7 +248,7 @@ def create_redis(settings: Settings, *, max_connections: int | None = None, time
         return redis_from_url(url, max_connections=max_connections, **timeouts)
     if is_sentinel_url(url):
         return _sentinel_master(url, max_connections, timeout_s, **timeouts)
-    pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s, **timeouts)
+    pool = PromptConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s, **timeouts)
     return Redis(connection_pool=pool)
 
 
