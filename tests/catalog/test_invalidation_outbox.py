@@ -124,7 +124,7 @@ async def test_a_read_from_before_the_write_cannot_refill_the_old_row_when_redis
         catalog: CatalogService = app.state.catalog
         # A reader misses in Redis and reads the old row from Postgres...
         await catalog.redis.delete(product_key)
-        looked_up = await catalog._redis_lookup(product_key, generation_key)
+        looked_up = await catalog._redis_lookup(product_id)
         assert looked_up is not None
         assert looked_up[0] is None
         old_row = await catalog._select(product_id)

@@ -42,3 +42,9 @@ DB_BATCH_SIZE = Histogram(
     "(a lone read is not observed: observing costs it 2 %; tenk_catalog_db_reads_total counts every read).",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128),
 )
+REDIS_BATCH_SIZE = Histogram(
+    "tenk_catalog_redis_batch_size",
+    "Product reads that missed the process's cache and looked in Redis together, in one MGET of two or more "
+    "(a lone lookup is not observed).",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)

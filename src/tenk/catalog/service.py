@@ -22,7 +22,6 @@ import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import cast
 
 import asyncpg
 from fastapi import FastAPI
@@ -30,7 +29,7 @@ from redis.asyncio import Redis
 
 from tenk.background import cancel_and_wait
 from tenk.catalog import keys, metrics, queries
-from tenk.catalog.batched_reads import BatchedReads
+from tenk.catalog.batched_reads import Lookup, batched_lookups, batched_rows
 from tenk.catalog.ceiling import IdCeiling
 from tenk.catalog.changes import ProductChanges
 from tenk.catalog.invalidation import Invalidator
@@ -64,7 +63,8 @@ class CatalogService:
         self.ceiling = IdCeiling(self._highest_id, settings.negative_ttl_s)
         self.replicas = replicas or Replicas([])
         self.loads: SingleFlight[int, bytes] = SingleFlight()
-        self.batched = BatchedReads(pg)
+        self.rows = batched_rows(pg)
+        self.lookups = batched_lookups(redis)
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
         self.pg_breaker = CircuitBreaker("postgres", failure_ratio=0.5, window_s=5, min_calls=10, open_s=2)
         self.fallback = Bulkhead("postgres-fallback", settings.fallback_max_inflight, settings.fallback_max_wait_s)
@@ -109,8 +109,7 @@ class CatalogService:
         return value
 
     async def _load_through_redis(self, product_id: int) -> bytes:
-        product_key, generation_key = keys.product_key(product_id), keys.generation_key(product_id)
-        looked_up = await self._redis_lookup(product_key, generation_key, keys.written_lsn_key(product_id))
+        looked_up = await self._redis_lookup(product_id)
         if looked_up is None:
             async with self.fallback.slot():
                 metrics.DB_READ_FALLBACK.inc()
@@ -123,10 +122,10 @@ class CatalogService:
         metrics.DB_READ_NORMAL.inc()
         value = await self._select(product_id, int(written_lsn) if written_lsn else 0)
         ttl_s = self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.redis_ttl_s)
-        await self._fill(product_key, generation_key, generation, value, ttl_s)
+        await self._fill(keys.product_key(product_id), keys.generation_key(product_id), generation, value, ttl_s)
         return value
 
-    async def _redis_lookup(self, *redis_keys: str) -> list[bytes | None] | None:
+    async def _redis_lookup(self, product_id: int) -> Lookup | None:
         """[cached value, generation, written LSN], or None when Redis cannot be asked (breaker open, or
         it failed)."""
         call = self.redis_breaker.call(redis_is_down)
@@ -134,8 +133,7 @@ class CatalogService:
             return None
         try:
             with call:
-                # The client is built without decode_responses, so values are bytes.
-                return cast("list[bytes | None]", await self.redis.mget(*redis_keys))
+                return await self.lookups.get(product_id)
         except REDIS_DOWN as exc:
             metrics.REDIS_ERROR.inc()
             logger.debug("redis read failed: %s", exc)
@@ -169,7 +167,7 @@ class CatalogService:
         with call:
             answered, row = await self.replicas.product_json(product_id, written_lsn)
             if not answered:
-                row = await self.batched.product_json(product_id)
+                row = await self.rows.get(product_id)
         return MISSING if row is None else row.encode()
 
     def read_pool(self) -> asyncpg.Pool:
