@@ -43,9 +43,12 @@ class PromptConnectionPool(BlockingConnectionPool):
         # Callers in the base class's queue, or on their way into it: while any are, every take and
         # give-back goes through the queue, so that a give-back wakes one and nobody jumps the queue.
         self._queued = 0
+        # A release event re-authenticates connections only for a credential provider: with one, every
+        # give-back goes through the base class, which dispatches it.
+        self._reauthenticates = self.connection_kwargs.get("credential_provider") is not None
 
     def _uncontended(self) -> bool:
-        return not (self._queued or self._in_maintenance or self.connection_kwargs.get("credential_provider"))
+        return not (self._queued or self._in_maintenance or self._reauthenticates)
 
     async def get_connection(self, command_name: Any = None, *keys: Any, **options: Any) -> AbstractConnection:
         if not (self._available_connections and self._uncontended()):

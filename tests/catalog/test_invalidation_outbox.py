@@ -119,7 +119,7 @@ async def test_a_read_from_before_the_write_cannot_refill_the_old_row_when_redis
 ) -> None:
     app = create_app(private_stack.settings())
     product_id = 12
-    product_key, generation_key = keys.product_key(product_id), keys.generation_key(product_id)
+    product_key = keys.product_key(product_id)
     async with app.router.lifespan_context(app):
         catalog: CatalogService = app.state.catalog
         # A reader misses in Redis and reads the old row from Postgres...
@@ -137,7 +137,7 @@ async def test_a_read_from_before_the_write_cannot_refill_the_old_row_when_redis
                 await conn.close()
             await catalog.invalidate(product_id)
         # ...and once Redis has room again, the reader's fill arrives: it must be refused.
-        await catalog._fill(product_key, generation_key, looked_up[1], old_row, 300)
+        await catalog._fill(product_id, looked_up[1], old_row, 300)
         assert await catalog.redis.get(product_key) is None
         assert await catalog.get_product_json(product_id) != old_row
 

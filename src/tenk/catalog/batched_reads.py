@@ -51,10 +51,8 @@ def batched_lookups(redis: Redis) -> TurnBatch[int, Lookup]:
     async def many(product_ids: list[int]) -> dict[int, Lookup]:
         named = [key for product_id in product_ids for key in _lookup_keys(product_id)]
         values = cast(Lookup, await redis.mget(*named))
-        return {
-            product_id: values[at : at + _LOOKUP_KEYS]
-            for product_id, at in zip(product_ids, range(0, len(values), _LOOKUP_KEYS), strict=True)
-        }
+        width = _LOOKUP_KEYS
+        return {product_id: values[n * width : (n + 1) * width] for n, product_id in enumerate(product_ids)}
 
     return TurnBatch(one, None if is_cluster(redis) else many, metrics.REDIS_BATCH_SIZE.observe)
 

@@ -122,7 +122,7 @@ class CatalogService:
         metrics.DB_READ_NORMAL.inc()
         value = await self._select(product_id, int(written_lsn) if written_lsn else 0)
         ttl_s = self.settings.negative_ttl_s if value == MISSING else self._jitter(self.settings.redis_ttl_s)
-        await self._fill(keys.product_key(product_id), keys.generation_key(product_id), generation, value, ttl_s)
+        await self._fill(product_id, generation, value, ttl_s)
         return value
 
     async def _redis_lookup(self, product_id: int) -> Lookup | None:
@@ -139,9 +139,7 @@ class CatalogService:
             logger.debug("redis read failed: %s", exc)
             return None
 
-    async def _fill(
-        self, product_key: str, generation_key: str, generation: bytes | None, value: bytes, ttl_s: float
-    ) -> None:
+    async def _fill(self, product_id: int, generation: bytes | None, value: bytes, ttl_s: float) -> None:
         """Cache what was read, unless the product was written since the lookup. Best effort: the
         caller already has its answer, so a refused or failed fill is counted, never raised."""
         call = self.redis_breaker.call(redis_is_down)
@@ -150,7 +148,7 @@ class CatalogService:
         try:
             with call:
                 await self._fill_script(
-                    keys=[product_key, generation_key],
+                    keys=[keys.product_key(product_id), keys.generation_key(product_id)],
                     args=[generation.decode() if generation is not None else "", value, int(ttl_s * 1000)],
                 )
         except REDIS_DOWN as exc:
