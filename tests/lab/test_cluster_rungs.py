@@ -49,7 +49,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, An
     # A short data dir: the stores' Unix sockets live in it.
     stack_root = Path(tempfile.mkdtemp(prefix="tenk-lc-", dir="/tmp"))
     (root / "cluster.toml").write_text(LADDER)
-    pg_port, redis_port = free_port_run(3), free_port_run(7, bus_offset=10_000)
+    pg_port, redis_port = free_port_run(3), free_port_run(7, cluster_bus=True)
     env = {key: value for key, value in os.environ.items() if not key.startswith("TENK_")}
     env.update({
         "TENK_DATA_DIR": str(stack_root),

@@ -87,7 +87,7 @@ def test_up_cluster_shows_every_member_and_down_leaves_nothing_running(
         "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
         "TENK_DATA_DIR": str(stack_root),
         "TENK_DATABASE_EMBEDDED_PORT": str(pg_port := free_port_run(3)),
-        "TENK_REDIS_EMBEDDED_PORT": str(redis_port := free_port_run(7, bus_offset=10_000)),
+        "TENK_REDIS_EMBEDDED_PORT": str(redis_port := free_port_run(7, cluster_bus=True)),
         "TENK_PORT": str(free_port()),
         "TENK_LOG_LEVEL": "WARNING",
         "TENK_UPSTREAM_URL": mock.url,

@@ -23,8 +23,9 @@ from tenk.stack import (
     free_port,
     start_on_free_port,
 )
-from tenk.stack._ports import PortTakenError, port_is_bindable
+from tenk.stack._ports import PortTakenError, is_ephemeral, port_is_bindable
 from tenk.stack.migrate import migrate
+from tenk.stack.redis_cluster import bus_port
 from tenk.stack.seed import seed
 from tests.support.clients import TEST_API_KEY, TEST_CURSOR_SECRET
 
@@ -162,14 +163,19 @@ def own_stack(prefix: str = "tenk-priv-") -> Iterator[Stack]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def free_port_run(length: int, bus_offset: int = 0) -> int:
+def _free(port: int, cluster_bus: bool) -> bool:
+    if not port_is_bindable(port):
+        return False
+    return not cluster_bus or (not is_ephemeral(bus_port(port)) and port_is_bindable(bus_port(port)))
+
+
+def free_port_run(length: int, cluster_bus: bool = False) -> int:
     """A port p with p .. p + length - 1 all free: the cluster's stores sit beside the embedded ports.
-    With `bus_offset`, each port's Redis Cluster bus port (port + 10000) must be free as well."""
-    for _ in range(200):
+    With `cluster_bus`, each port's Redis Cluster bus port (`bus_port`) must be free as well, and
+    outside the ephemeral range, where an outgoing connection could take it before the node binds it."""
+    for _ in range(1_000):
         base = free_port()
         ports = range(base, base + length)
-        if base + length + bus_offset < 65535 and all(
-            port_is_bindable(port) and (not bus_offset or port_is_bindable(port + bus_offset)) for port in ports
-        ):
+        if base + length < 65535 and all(_free(port, cluster_bus) for port in ports):
             return base
     raise AssertionError(f"no run of {length} free ports found")
