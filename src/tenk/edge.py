@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tenk.errors import CLIENT_LEFT, ClientDisconnectedError, TenkError, reply_for
 from tenk.lane import HotCall, Lane, header
+from tenk.lane.derive import UNRECOGNISED
 from tenk.ops.auth import KeyPolicy, check_authorization_header
 from tenk.ops.metrics import latency_observer, method_label, route_template
 from tenk.ops.request_body import BODILESS, declared_length, too_large, too_slow, writer_routes
@@ -116,7 +117,11 @@ class RequestEdge:
             body = await exchange.read_body(needs_key)
             if body is None:
                 return exchange.status
-            args[route.body] = body
+            position, parse = route.body
+            value = parse(body)
+            if value is UNRECOGNISED:
+                return await exchange.replay(body)  # FastAPI words the 422, from the same bytes
+            args[position] = value
         try:
             reply = await route.handler(*args)
         except Exception as exc:
@@ -214,6 +219,21 @@ class _Exchange:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def replay(self, body: bytes) -> int:
+        """Hand FastAPI a request whose whole body the edge has read: it reads those bytes, then this
+        exchange's messages as before (the client leaving). The answer's status back."""
+        replayed = False
+
+        async def receive() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await self.receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self._edge.app(self._scope, receive, self.send)
+        return self.status
 
     async def receive(self) -> Message:
         if self._refused:

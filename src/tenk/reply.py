@@ -1,6 +1,6 @@
 """The one answer type every route handler returns, whichever lane called it, and its one set of headers.
 
-A handler returns (status, JSON body bytes, Retry-After seconds or None). The edge writes those
+A handler returns (status, JSON body bytes, Retry-After seconds or None, Location or None). The edge writes those
 straight onto the wire; FastAPI wraps them in a `Response` (`as_response`). Both take their headers
 from `reply_headers`, so neither lane can add a header the other forgets.
 """
@@ -23,6 +23,7 @@ class Reply(NamedTuple):
     status: int
     body: bytes
     retry_after: int | None = None
+    location: str | None = None
 
 
 def reply_headers(reply: Reply, *, close: bool = False) -> list[tuple[bytes, bytes]]:
@@ -30,6 +31,8 @@ def reply_headers(reply: Reply, *, close: bool = False) -> list[tuple[bytes, byt
     headers = [_CONTENT_TYPE, (b"content-length", b"%d" % len(reply.body))]
     if reply.retry_after is not None:
         headers.append((b"retry-after", str(reply.retry_after).encode()))
+    if reply.location is not None:
+        headers.append((b"location", reply.location.encode()))
     if reply.status == 401:
         headers.append(_BEARER_CHALLENGE)
     if close:
@@ -43,6 +46,6 @@ def as_response(reply: Reply) -> Response:
     return response
 
 
-def created(body: bytes, collection: str) -> Response:
+def created(body: bytes, collection: str) -> Reply:
     """201 for a row just written, its `Location` taken from the row's own id (what the OpenAPI links follow)."""
-    return Response(body, 201, headers={"Location": f"{collection}/{orjson.loads(body)['id']}"}, media_type=JSON)
+    return Reply(201, body, location=f"{collection}/{orjson.loads(body)['id']}")

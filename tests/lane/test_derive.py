@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import pytest
-from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Query, Request
+from pydantic import BaseModel
 
 from tenk.lane import Lane, LaneDeclarationError, RawBody, app_state, hot
 from tenk.models import PgText
@@ -67,6 +69,31 @@ def _float_query(router: APIRouter) -> None:
         return Reply(200, b"{}")
 
 
+class Shelf(BaseModel):
+    name: str
+
+
+def _two_bodies(router: APIRouter) -> None:
+    @router.post("/things")
+    @hot
+    async def thing(shelf: Shelf, other: Shelf) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _embedded_body(router: APIRouter) -> None:
+    @router.post("/things")
+    @hot
+    async def thing(shelf: Annotated[Shelf, Body(embed=True)]) -> Reply:
+        return Reply(200, b"{}")
+
+
+def _list_body(router: APIRouter) -> None:
+    @router.post("/things")
+    @hot
+    async def thing(names: list[str]) -> Reply:
+        return Reply(200, b"{}")
+
+
 @pytest.mark.parametrize(
     ("declare", "named"),
     [
@@ -76,6 +103,9 @@ def _float_query(router: APIRouter) -> None:
         (_request_param, "request"),
         (_plain_dependency, "service"),
         (_float_query, "ratio"),
+        (_two_bodies, "shelf"),
+        (_embedded_body, "shelf"),
+        (_list_body, "names"),
     ],
 )
 def test_an_unsupported_declaration_on_a_hot_route_fails_at_start_up(
@@ -98,7 +128,13 @@ def test_the_lane_reads_bounds_patterns_defaults_auth_and_body_from_the_declarat
             return Reply(200, b"{}")
 
     (route,) = _lane_for(declare).routes["POST"]
-    assert (route.template, route.body, route.arity) == ("/shelves/{shelf}/items", 1, 4)
+    assert route.body is not None
+    assert (route.template, route.body[0], route.body[1](b"as sent"), route.arity) == (
+        "/shelves/{shelf}/items",
+        1,
+        b"as sent",
+        4,
+    )
     assert ([policy.name for policy in route.auth], route.key_required) == (["writer"], True)
     assert route.tail("/shelves/abc/items") == "abc"
     assert route.tail("/shelves/a/b/items") is None
@@ -123,4 +159,22 @@ def test_a_fixed_path_the_lane_would_also_take_fails_at_start_up() -> None:
             return Reply(200, b"{}")
 
     with pytest.raises(LaneDeclarationError, match="/shelves/all"):
+        _lane_for(declare)
+
+
+def test_a_hot_fixed_path_that_a_hot_template_also_takes_fails_at_start_up() -> None:
+    # The lane looks fixed paths up first; Starlette would give `/shelves/all` to the template declared first.
+    def declare(router: APIRouter) -> None:
+        @router.get("/shelves/{name}")
+        @hot
+        async def shelf(name: Annotated[str, Path(max_length=8)]) -> Reply:
+            return Reply(200, b"{}")
+
+        @router.get("/shelves/all")
+        @hot
+        async def all_shelves() -> Reply:
+            return Reply(200, b"[]")
+
+    refused = re.escape("/shelves/all is also a path of the hot route /shelves/{name}")
+    with pytest.raises(LaneDeclarationError, match=refused):
         _lane_for(declare)

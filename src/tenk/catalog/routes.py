@@ -16,7 +16,7 @@ from tenk.lane import app_state, hot
 from tenk.models import errors_documented
 from tenk.ops.auth import require_reader, require_writer
 from tenk.pagination import CursorCodec, cursors, keyset_page
-from tenk.reply import JSON, Reply, created
+from tenk.reply import JSON, Reply, as_response, created
 
 router = APIRouter(prefix="/products", tags=["catalog"])
 
@@ -118,7 +118,7 @@ def _product_write(
 )
 async def create_product(product: ProductIn, catalog: CatalogDep) -> Response:
     body = await _write(catalog, queries.INSERT_PRODUCT, *_columns(product))
-    return created(body, router.prefix)
+    return as_response(created(body, router.prefix))
 
 
 @_product_write(router.put, "replace_product", "Replace a product")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 import types
 from collections.abc import Callable
@@ -22,8 +23,10 @@ from typing import Any, Final, Union, get_args, get_origin
 
 import annotated_types
 from fastapi import params
+from fastapi._compat import ModelField
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
+from pydantic import BaseModel
 from starlette.routing import BaseRoute
 
 from tenk.lane.declare import HOT_HANDLERS, RESOLVERS, Handler, Resolver, raw_body
@@ -31,12 +34,15 @@ from tenk.ops.auth import KEY_POLICIES, KeyPolicy
 
 UNRECOGNISED: Final = object()
 Parser = Callable[[str], Any]
+BodyParser = Callable[[bytes], Any]
 
 SUPPORTED = (
     "an int path or query parameter with bounds (ge/le), a str path or query parameter "
-    "(min_length/max_length/pattern), a default, RawBody, a `resolved(...)`/`app_state(...)` dependency, "
+    "(min_length/max_length/pattern), a default, RawBody or one pydantic model as the whole JSON body, "
+    "a `resolved(...)`/`app_state(...)` dependency, "
     "and key checks (tenk.ops.auth: require_reader, require_writer, ...) in the route's dependencies"
 )
+JSON_TYPE = b"application/json"
 
 
 class LaneDeclarationError(TypeError):
@@ -65,7 +71,10 @@ class LaneRoute:
     path: tuple[int, Parser] | None
     query: tuple[QueryParam, ...]
     resolvers: tuple[tuple[int, Resolver], ...]
-    body: int | None
+    # Where the body goes, and what makes the argument of it: the bytes as they are (RawBody), or a
+    # model parsed as FastAPI parses it (UNRECOGNISED for anything FastAPI must word the 422 of).
+    body: tuple[int, BodyParser] | None
+    json_only: bool  # the body is a model: only a JSON Content-Type is the lane's (`is_json`)
     auth: tuple[KeyPolicy, ...]  # the key checks the route declares; any one that applies needs the key
     query_keys: frozenset[str]
     key_required: bool = False  # the `auth` policies judged against the app's settings, once (`serve_hot`)
@@ -150,6 +159,46 @@ def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> Parser:
     raise ValueError(f"unsupported type {annotation!r}")
 
 
+def _raw(body: bytes) -> bytes:
+    return body
+
+
+def _model_parser(field: ModelField) -> BodyParser:
+    """FastAPI's own steps for a JSON body of one model: Starlette's `json.loads`, then the route's own
+    field validated in Python mode; any failure is UNRECOGNISED, and FastAPI reads the body again."""
+
+    def parse(body: bytes) -> Any:
+        try:
+            value, errors = field.validate(json.loads(body), {}, loc=("body",))
+        except Exception:  # not JSON, not text, nested past the recursion limit: FastAPI's to answer
+            return UNRECOGNISED
+        return UNRECOGNISED if errors else value
+
+    return parse
+
+
+def is_json(content_type: bytes) -> bool:
+    """A Content-Type FastAPI reads as JSON. Only the plain form, in any case and with any parameters,
+    is recognised; the rest (`application/vnd.x+json`, none at all) is left to FastAPI."""
+    return content_type.partition(b";")[0].strip().lower() == JSON_TYPE
+
+
+def _model_body(route: RouteContext, field: ModelField) -> BodyParser:
+    annotation = field.field_info.annotation
+    if (
+        len(route.dependant.body_params) != 1
+        or getattr(route, "_embed_body_fields", True)
+        or not isinstance(field.field_info, params.Body)
+        or isinstance(field.field_info, params.Form)
+        or not (isinstance(annotation, type) and issubclass(annotation, BaseModel))
+    ):
+        raise LaneDeclarationError(
+            f"{_name(route)}: body parameter {field.name!r} is not one whole pydantic model; "
+            f"the hot lane supports {SUPPORTED}"
+        )
+    return _model_parser(field)
+
+
 def _auth(route: RouteContext) -> tuple[KeyPolicy, ...]:
     policies: list[KeyPolicy] = []
     for depends in route.dependencies:
@@ -172,7 +221,7 @@ def derive(route: RouteContext) -> LaneRoute:
     dependant: Dependant = route.dependant
     if len(route.methods or ()) != 1:
         raise LaneDeclarationError(f"{_name(route)}: a hot route has exactly one method")
-    unsupported = [f.name for f in (*dependant.header_params, *dependant.cookie_params, *dependant.body_params)] + [
+    unsupported = [f.name for f in (*dependant.header_params, *dependant.cookie_params)] + [
         name
         for name in (
             dependant.request_param_name,
@@ -195,7 +244,9 @@ def derive(route: RouteContext) -> LaneRoute:
     path: tuple[int, Parser] | None = None
     query: list[QueryParam] = []
     resolvers: list[tuple[int, Resolver]] = []
-    body: int | None = None
+    body: tuple[int, BodyParser] | None = None
+    for field in dependant.body_params:
+        body = (positions[field.name], _model_body(route, field))
     for field in dependant.path_params:
         try:
             path = (positions[field.name], _parser(field.field_info.annotation, field.field_info.metadata, False))
@@ -216,8 +267,8 @@ def derive(route: RouteContext) -> LaneRoute:
         call = sub.call
         if sub.name is None or call is None:
             raise LaneDeclarationError(f"{_name(route)}: unnamed dependency {call!r}")
-        if call is raw_body:
-            body = positions[sub.name]
+        if call is raw_body and body is None:
+            body = (positions[sub.name], _raw)
         elif call in RESOLVERS:
             resolvers.append((positions[sub.name], RESOLVERS[call]))
         else:
@@ -240,6 +291,7 @@ def derive(route: RouteContext) -> LaneRoute:
         query=tuple(query),
         resolvers=tuple(resolvers),
         body=body,
+        json_only=bool(dependant.body_params),
         auth=_auth(route),
         query_keys=frozenset(param.key for param in query),
     )
@@ -253,6 +305,13 @@ def hot_routes(routes: list[Any]) -> list[LaneRoute]:
     for context in contexts:
         if all(context is not h for h in hot) and context.path is not None:
             _refuse_overlap(lane, context.path, context.methods or set())
+    for route in lane:
+        # The lane looks a fixed path up before it tries the templated ones, whatever their order.
+        for other in lane:
+            if route.exact and not other.exact and other.method == route.method and other.tail(route.prefix):
+                raise LaneDeclarationError(
+                    f"{route.method} {route.template} is also a path of the hot route {other.template}"
+                )
     return lane
 
 

@@ -11,14 +11,17 @@ import orjson
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from tenk.lane import hot
 from tenk.ops.auth import require_ops_key
 from tenk.ops.drain import draining
+from tenk.reply import Reply
 
 logger = logging.getLogger("tenk.ops.health")
 
 router = APIRouter(tags=["ops"])
 
-_OK = orjson.dumps({"status": "ok"})
+_PONG = Reply(200, b'{"ping":"pong"}')
+_LIVE = Reply(200, orjson.dumps({"status": "ok"}))
 _DRAINING = orjson.dumps({"status": "draining", "checks": {}})
 CHECK_TIMEOUT_S = 1.0
 
@@ -26,14 +29,17 @@ CHECK_TIMEOUT_S = 1.0
 ReadinessProbe = Callable[[], Awaitable[object]]
 
 
-@router.get("/ping", summary="Cheapest possible answer")
-async def ping() -> Response:
-    return Response(b'{"ping":"pong"}', media_type="application/json")
+# response_model=None: the documented answer stays a bare JSON body, not the `Reply` tuple `@hot` returns.
+@router.get("/ping", summary="Cheapest possible answer", response_model=None)
+@hot
+async def ping() -> Reply:
+    return _PONG
 
 
-@router.get("/health", summary="Liveness: the process answers")
-async def health() -> Response:
-    return Response(_OK, media_type="application/json")
+@router.get("/health", summary="Liveness: the process answers", response_model=None)
+@hot
+async def health() -> Reply:
+    return _LIVE
 
 
 async def _check(name: str, probe: ReadinessProbe) -> dict[str, object]:

@@ -72,8 +72,8 @@ class MetricsPort:
             try:
                 check_authorization_header(authorization, self.accepted_digests())
             except TenkError as exc:
-                status, body, _ = reply_for(exc)
-                return _response(status, b"application/json", body)
+                refusal = reply_for(exc)
+                return _response(refusal.status, b"application/json", refusal.body)
         body = generate_latest(scrape_registry())
         return _response(200, CONTENT_TYPE_LATEST.encode(), body)
 

@@ -45,9 +45,9 @@ def _one(row: str | None) -> bytes:
     operation_id="create_task",
     summary="Create a task",
 )
-async def create_task(task: TaskIn, pg: PgDep) -> Response:
-    body = _one(await pg.fetchval(queries.INSERT_TASK, task.title, task.notes, task.done))
-    return created(body, router.prefix)
+@hot
+async def create_task(task: TaskIn, pg: PgDep) -> Reply:
+    return created(_one(await pg.fetchval(queries.INSERT_TASK, task.title, task.notes, task.done)), router.prefix)
 
 
 @router.get(
