@@ -37,6 +37,7 @@ from tenk.settings import Settings
 Scope = dict[str, Any]
 BENCH_KEY = "tk_bench_budget"
 EVENT = {"source": "budget", "ts": "2026-01-01T00:00:00Z", "payload": {"user": 42, "action": "click", "path": "/p/7"}}
+TASK = {"title": "budget task", "notes": "written by bench_budget", "done": False}
 BATCH = 500
 WARM_UP = 200
 
@@ -96,6 +97,11 @@ def _request_maker(path: str) -> tuple[Callable[[int], tuple[Scope, bytes]], int
         # The cached paths read a small hot set; the uncached one reads a different product each time.
         ids = 50 if path != "uncached" else 1500
         return lambda n: (_scope("GET", f"/products/{1 + n % ids}"), b""), 200, 1
+    if path == "ping":
+        return lambda n: (_scope("GET", "/ping"), b""), 200, 1
+    if path == "task_create":
+        body = orjson.dumps(TASK)
+        return lambda n: (_scope("POST", "/tasks", body=body), body), 201, 1
     if path == "tasks_page":
         return lambda n: (_scope("GET", "/tasks", b"limit=20"), b""), 200, 1
     if path == "search":
