@@ -1,9 +1,11 @@
-"""The shared Postgres pool (`tenk.connections.create_pg_pool`): what releasing a connection costs, and
-what it still undoes."""
+"""The shared Postgres pool (`tenk.connections.create_pg_pool`, a `tenk.pg_pool.PromptPool`): what
+releasing a connection costs, and what it still undoes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -33,6 +35,7 @@ async def test_handing_a_connection_back_to_the_pool_sends_postgres_nothing(one_
         await conn.fetchval("SELECT 1")
     async with one_connection_pool.acquire() as conn:
         conn.remove_query_logger(log)
+    await asyncio.sleep(0)  # one turn of the loop: asyncpg calls query loggers with call_soon
     # The query itself, and no reset statement sent on release (asyncpg's default sends four).
     assert sent == ["SELECT 1"]
 
@@ -46,3 +49,84 @@ async def test_a_transaction_left_open_is_rolled_back_when_the_connection_goes_b
     async with one_connection_pool.acquire() as conn:
         assert not conn.is_in_transaction()
         assert await conn.fetchval("SHOW statement_timeout") != "1234ms"
+
+
+@pytest.fixture
+async def two_connection_pool(stack: Stack) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pg_pool(stack.settings(database={"pool_min": 2, "pool_max": 2}))
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def test_a_clean_connection_goes_back_without_a_task_of_its_own(one_connection_pool: asyncpg.Pool) -> None:
+    # asyncpg's own release shields the hand-back in a task; a clean connection needs none (tenk.pg_pool).
+    loop = asyncio.get_running_loop()
+    created: list[str] = []
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        created.append(getattr(coro, "__qualname__", repr(coro)))
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    loop.set_task_factory(counting)
+    try:
+        assert await one_connection_pool.fetchval("SELECT 1") == 1
+        assert await one_connection_pool.fetchval("SELECT 2") == 2
+    finally:
+        loop.set_task_factory(None)
+    assert created == []
+
+
+async def test_listeners_left_on_a_connection_are_dropped_when_it_goes_back(
+    one_connection_pool: asyncpg.Pool,
+) -> None:
+    heard: list[str] = []
+    async with one_connection_pool.acquire() as conn:
+        conn.add_log_listener(lambda _, message: heard.append(message.message))
+        await conn.execute("DO $$ BEGIN RAISE NOTICE 'while acquired'; END $$")
+        with pytest.warns(asyncpg.exceptions.InterfaceWarning, match="log listener"):
+            await one_connection_pool.release(conn)
+    async with one_connection_pool.acquire() as conn:
+        await conn.execute("DO $$ BEGIN RAISE NOTICE 'after the release'; END $$")
+    await asyncio.sleep(0)  # one turn of the loop: asyncpg calls log listeners with call_soon
+    assert heard == ["while acquired"]
+
+
+async def test_a_caller_cancelled_mid_query_leaves_the_pool_serving(one_connection_pool: asyncpg.Pool) -> None:
+    # Cancelled mid-query, the connection goes back through asyncpg's own (shielded) path, which waits for
+    # Postgres to cancel the query: the pool's only connection then serves the next caller at once.
+    acquired = asyncio.Event()
+
+    async def sleeper() -> None:
+        async with one_connection_pool.acquire() as conn:
+            acquired.set()
+            await conn.fetchval("SELECT pg_sleep(600)")
+
+    task = asyncio.create_task(sleeper())
+    await acquired.wait()  # by now the sleeper's query is sent: it ran on until fetchval awaited
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with asyncio.timeout(120):  # far under the 600 s a query left running would hold the connection
+        assert await one_connection_pool.fetchval("SELECT 3") == 3
+
+
+async def test_connections_expired_by_the_pool_are_replaced_when_they_go_back(
+    one_connection_pool: asyncpg.Pool,
+) -> None:
+    first = await one_connection_pool.fetchval("SELECT pg_backend_pid()")
+    async with one_connection_pool.acquire() as conn:
+        await one_connection_pool.expire_connections()
+        assert await conn.fetchval("SELECT pg_backend_pid()") == first
+        expired = conn._con  # the connection behind the proxy, which the release detaches
+    assert expired.is_closed()  # closed as it went back, not left idle in the pool
+    assert await one_connection_pool.fetchval("SELECT pg_backend_pid()") != first
+
+
+async def test_callers_queued_for_a_connection_are_each_served_as_connections_go_back(
+    two_connection_pool: asyncpg.Pool,
+) -> None:
+    answers = await asyncio.gather(*(two_connection_pool.fetchval("SELECT $1::int", n) for n in range(200)))
+    assert answers == list(range(200))
+    assert two_connection_pool.get_idle_size() == 2

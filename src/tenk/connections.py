@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
 from tenk.outages import POSTGRES_ERRORS
+from tenk.pg_pool import create_pool
 from tenk.redis_pool import PromptConnectionPool
 from tenk.redis_urls import CLUSTER_SCHEMES, is_cluster_url, is_sentinel_url, parse_sentinel_url, split_netloc
 
@@ -36,19 +37,6 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(
             kind, encoder=lambda v: orjson.dumps(v).decode(), decoder=orjson.loads, schema="pg_catalog"
         )
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """The pool's reset: nothing beyond what asyncpg always does on release (roll back an open
-    transaction, drop listeners).
-
-    asyncpg's default also sends `SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL;`
-    on every release, a round trip of four statements that measured here (one connection, a primary-key
-    read a query) took Postgres from about 55 to 120 CPU µs a query and the client from about 160 to
-    240. tenk leaves no session state on a pooled connection for it to undo: settings are `SET LOCAL`
-    (search), advisory locks are transaction-scoped (partitions) or taken on a connection of their own
-    (migrations), and invalidations go through Redis, not LISTEN. Cursors live only inside
-    transactions, which the release rolls back if still open."""
 
 
 def pooler_connect_kwargs(settings: Settings) -> dict[str, Any]:
@@ -79,22 +67,21 @@ async def create_pg_pool(
     database = settings.database
     max_size = max_size or database.pool_max
     kwargs = dict(
-        dsn=dsn or settings.resolved_database_url,
         max_size=max_size,
         command_timeout=database.timeout_s,
         timeout=database.timeout_s,
         init=_init_connection,
-        reset=_keep_session,
         server_settings={"timezone": "UTC", "application_name": "tenk", **(server_settings or {})},
         # Postgres may restart under us; drop idle connections rather than hand out dead ones for long.
         max_inactive_connection_lifetime=60.0,
         **pooler_connect_kwargs(settings),
     )
+    dsn = dsn or settings.resolved_database_url
     try:
-        return await asyncpg.create_pool(min_size=min(database.pool_min, max_size), **kwargs)
+        return await create_pool(dsn, min_size=min(database.pool_min, max_size), **kwargs)
     except POSTGRES_ERRORS as exc:
         logger.warning("postgres unreachable at start-up (%s); the pool will connect lazily", exc)
-        return await asyncpg.create_pool(min_size=0, **kwargs)
+        return await create_pool(dsn, min_size=0, **kwargs)
 
 
 def _cluster_from_url(url: str, max_connections: int, **kwargs: Any) -> RedisCluster:
