@@ -149,6 +149,19 @@ class StreamProducer:
             except Exception as exc:
                 return dict.fromkeys(calls, exc)
             self._shards_recorded = True
+        if len(calls) == 1:
+            # One shard (every flush, with one): awaited here, without gather's task for it.
+            ((shard, args),) = calls.items()
+            try:
+                return {shard: await self._append(shard, args)}
+            except asyncio.CancelledError as exc:
+                # As gather would: only this task's own cancellation stops the sender; one raised inside
+                # the call is its outcome, as any other error is.
+                if _being_cancelled():
+                    raise
+                return {shard: exc}
+            except Exception as exc:
+                return {shard: exc}
         replies = await asyncio.gather(
             *(self._append(shard, args) for shard, args in calls.items()), return_exceptions=True
         )
@@ -199,3 +212,8 @@ def _settle(waiter: asyncio.Future[None], outcomes: list[Any]) -> None:
         waiter.set_exception(BacklogFull())
     else:
         waiter.set_result(None)
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
