@@ -130,3 +130,24 @@ async def test_callers_queued_for_a_connection_are_each_served_as_connections_go
     answers = await asyncio.gather(*(two_connection_pool.fetchval("SELECT $1::int", n) for n in range(200)))
     assert answers == list(range(200))
     assert two_connection_pool.get_idle_size() == 2
+
+
+async def test_a_caller_waiting_for_a_connection_is_served_before_one_that_asks_after_the_release(
+    one_connection_pool: asyncpg.Pool,
+) -> None:
+    # asyncio.Queue hands a non-empty queue to whoever asks: a connection requeued within the releasing
+    # caller's own turn would go to a caller asking in that turn, ahead of one already waiting.
+    served: list[str] = []
+    held = await one_connection_pool.acquire()
+
+    async def waiting() -> None:
+        async with one_connection_pool.acquire():
+            served.append("waiting")
+
+    waiter = asyncio.create_task(waiting())
+    await asyncio.sleep(0)  # one turn of the loop, deterministic: the new task runs until it waits in line
+    await one_connection_pool.release(held)
+    async with one_connection_pool.acquire():
+        served.append("asked after the release")
+    await waiter
+    assert served == ["waiting", "asked after the release"]
