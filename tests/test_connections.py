@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -14,14 +15,20 @@ from tenk.connections import create_pg_pool
 from tests.support.stack import Stack
 
 
-@pytest.fixture
-async def one_connection_pool(stack: Stack) -> AsyncIterator[asyncpg.Pool]:
-    # One connection, so that every acquire hands back the connection the last release returned.
-    pool = await create_pg_pool(stack.settings(database={"pool_min": 1, "pool_max": 1}))
+@asynccontextmanager
+async def _pool_of(stack: Stack, size: int) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pg_pool(stack.settings(database={"pool_min": size, "pool_max": size}))
     try:
         yield pool
     finally:
         await pool.close()
+
+
+@pytest.fixture
+async def one_connection_pool(stack: Stack) -> AsyncIterator[asyncpg.Pool]:
+    # One connection, so that every acquire hands back the connection the last release returned.
+    async with _pool_of(stack, 1) as pool:
+        yield pool
 
 
 async def test_handing_a_connection_back_to_the_pool_sends_postgres_nothing(one_connection_pool: asyncpg.Pool) -> None:
@@ -53,11 +60,8 @@ async def test_a_transaction_left_open_is_rolled_back_when_the_connection_goes_b
 
 @pytest.fixture
 async def two_connection_pool(stack: Stack) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pg_pool(stack.settings(database={"pool_min": 2, "pool_max": 2}))
-    try:
+    async with _pool_of(stack, 2) as pool:
         yield pool
-    finally:
-        await pool.close()
 
 
 async def test_a_clean_connection_goes_back_without_a_task_of_its_own(one_connection_pool: asyncpg.Pool) -> None:

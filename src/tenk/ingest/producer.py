@@ -157,8 +157,7 @@ class StreamProducer:
             except asyncio.CancelledError as exc:
                 # As gather would: only this task's own cancellation stops the sender; one raised inside
                 # the call is its outcome, as any other error is.
-                if _being_cancelled():
-                    raise
+                raise_if_cancelled()
                 return {shard: exc}
             except Exception as exc:
                 return {shard: exc}
@@ -212,8 +211,3 @@ def _settle(waiter: asyncio.Future[None], outcomes: list[Any]) -> None:
         waiter.set_exception(BacklogFull())
     else:
         waiter.set_result(None)
-
-
-def _being_cancelled() -> bool:
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
