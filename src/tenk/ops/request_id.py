@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from binascii import hexlify
 from contextvars import ContextVar
 
 from starlette.types import Scope
@@ -25,5 +26,6 @@ def resolve_request_id(scope: Scope) -> bytes:
             break
     # 128 random bits as 32 hex digits, the shape of uuid4().hex. An id needs to be unique, not secret:
     # `random` (reseeded in every forked worker) draws it without the getrandom system call of
-    # `os.urandom`, which cost about 2 % of a served cached read's CPU (`perf`).
-    return b"%032x" % random.getrandbits(128)
+    # `os.urandom`, which cost about 2 % of a served cached read's CPU (`perf`). `hexlify` of its 16
+    # bytes takes half the time of formatting the int with `%032x` (118 against 238 ns, `timeit`).
+    return hexlify(random.getrandbits(128).to_bytes(16))
