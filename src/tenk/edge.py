@@ -9,7 +9,7 @@ the key check, from the headers alone, on routes that need a key; the limit on t
 the body, streamed within the byte limit and the deadline; and, once answered, its latency in the
 route-template histogram (and an access log line when on). A concern added here cannot skip a lane,
 and every answer the edge writes (a hot route's reply or a refusal) goes through `answer`, with the
-headers FastAPI's responses take too (`tenk.reply.reply_headers`): the two lanes cannot drift apart.
+headers FastAPI's responses take too (`tenk.reply.Reply.headers`): the two lanes cannot drift apart.
 
 A refusal made before the body was read carries `Connection: close`: the rest of the body is never
 read, so the connection cannot carry another request.
@@ -36,7 +36,7 @@ from tenk.ops.metrics import latency_observer, method_label, route_template
 from tenk.ops.request_body import BODILESS, declared_length, too_large, too_slow, writer_routes
 from tenk.ops.request_id import HEADER as REQUEST_ID_HEADER
 from tenk.ops.request_id import request_id_var, resolve_request_id
-from tenk.reply import Reply, reply_headers
+from tenk.reply import CLOSE, Reply
 
 access_logger = logging.getLogger("tenk.access")
 _DISCONNECT: Final[Message] = {"type": "http.disconnect"}
@@ -44,8 +44,9 @@ _DISCONNECT: Final[Message] = {"type": "http.disconnect"}
 
 async def answer(send: Send, reply: Reply, request_id: bytes, *, close: bool = False) -> int:
     """Write a reply as the whole response; its status back, for the metrics."""
-    headers = reply_headers(reply, close=close)
-    headers.append((REQUEST_ID_HEADER, request_id))
+    headers = [*reply.headers, (REQUEST_ID_HEADER, request_id)]
+    if close:
+        headers.append(CLOSE)
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
     return reply.status
@@ -85,7 +86,22 @@ class RequestEdge:
         hot = self.lane.match(scope) if self.lane is not None else None
         try:
             if hot is not None:
-                status = await self._serve_hot(hot, scope, receive, send, request_id)
+                route, args = hot
+                # A bodiless route that needs no key goes straight to its handler; the rest are admitted
+                # first (the key, the body), or answered in the handler's place.
+                answered = None if route.admit_at_once else await self._admit(hot, scope, receive, send, request_id)
+                if answered is None:
+                    # Written here rather than through `answer`: a coroutine less on every hot request.
+                    try:
+                        reply = await route.handler(*args)
+                    except Exception as exc:
+                        reply = reply_for(exc)
+                    status = reply.status
+                    headers = [*reply.headers, (REQUEST_ID_HEADER, request_id)]
+                    await send({"type": "http.response.start", "status": status, "headers": headers})
+                    await send({"type": "http.response.body", "body": reply.body})
+                else:
+                    status = answered
             else:
                 passed = _Exchange(self, scope, receive, send, request_id)
                 await passed.pass_on()
@@ -106,27 +122,25 @@ class RequestEdge:
                 self._log(scope, status, elapsed)  # inside the request's id, which the log line carries
             request_id_var.reset(token)
 
-    async def _serve_hot(self, hot: HotCall, scope: Scope, receive: Receive, send: Send, request_id: bytes) -> int:
+    async def _admit(self, hot: HotCall, scope: Scope, receive: Receive, send: Send, request_id: bytes) -> int | None:
+        """Check a hot request's key and read its body into its arguments: None when the handler may
+        answer, or the status of the answer given in its place (a refusal, FastAPI's 422)."""
         route, args = hot
         needs_key = route.key_required
         if route.body is None:
             if needs_key and (refusal := self.refusal(scope, True, False)) is not None:
                 return await answer(send, reply_for(refusal), request_id)
-        else:
-            exchange = _Exchange(self, scope, receive, send, request_id)
-            body = await exchange.read_body(needs_key)
-            if body is None:
-                return exchange.status
-            position, parse = route.body
-            value = parse(body)
-            if value is UNRECOGNISED:
-                return await exchange.replay(body)  # FastAPI words the 422, from the same bytes
-            args[position] = value
-        try:
-            reply = await route.handler(*args)
-        except Exception as exc:
-            reply = reply_for(exc)
-        return await answer(send, reply, request_id)
+            return None
+        exchange = _Exchange(self, scope, receive, send, request_id)
+        body = await exchange.read_body(needs_key)
+        if body is None:
+            return exchange.status
+        position, parse = route.body
+        value = parse(body)
+        if value is UNRECOGNISED:
+            return await exchange.replay(body)  # FastAPI words the 422, from the same bytes
+        args[position] = value
+        return None
 
     def refusal(self, scope: Scope, needs_key: bool, has_body: bool) -> TenkError | None:
         """Why this request is refused from its headers alone (401, 403, 413), or None."""

@@ -1,4 +1,4 @@
-"""A bounded per-process LRU with a TTL, holding ready-to-send response bytes (products, quotes)."""
+"""A bounded per-process LRU with a TTL, holding ready answers: replies (products), response bytes (quotes)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
-class TtlCache(Generic[K]):
+class TtlCache(Generic[K, V]):
     """Not thread-safe, and needn't be: one event loop owns it. `clock` is injectable for tests.
 
     `epoch` counts invalidations. A loader notes it before going to Redis or Postgres and stores
@@ -23,12 +24,12 @@ class TtlCache(Generic[K]):
         self.ttl_s = ttl_s
         self.epoch = 0
         self._clock = clock
-        self._entries: OrderedDict[K, tuple[float, bytes]] = OrderedDict()
+        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: K) -> bytes | None:
+    def get(self, key: K) -> V | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -38,7 +39,7 @@ class TtlCache(Generic[K]):
         self._entries.move_to_end(key)
         return entry[1]
 
-    def put(self, key: K, value: bytes, *, epoch: int | None = None, ttl_s: float | None = None) -> None:
+    def put(self, key: K, value: V, *, epoch: int | None = None, ttl_s: float | None = None) -> None:
         """Keep `value` for `ttl_s` (default: the cache's); not at all if `epoch` is given and is stale."""
         if epoch is not None and epoch != self.epoch:
             return

@@ -139,7 +139,7 @@ async def test_a_read_from_before_the_write_cannot_refill_the_old_row_when_redis
         # ...and once Redis has room again, the reader's fill arrives: it must be refused.
         await catalog._fill(product_id, looked_up[1], old_row, 300)
         assert await catalog.redis.get(product_key) is None
-        assert await catalog.get_product_json(product_id) != old_row
+        assert (await catalog.product_reply(product_id)).body != old_row
 
 
 def test_an_invalidation_left_undelivered_by_a_dead_writer_is_delivered_after_restart(

@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 
-from tenk.catalog.service import MISSING, CatalogService
+from tenk.catalog.service import CatalogService
 from tenk.catalog.settings import CatalogSettings
 from tenk.settings import Settings
 from tests.support.clients import AUTH
@@ -21,7 +21,7 @@ SMALL_LRU = CatalogSettings(local_max_items=200, local_ttl_s=3600, negative_ttl_
 
 async def _warm(service: CatalogService) -> None:
     for product_id in HOT:
-        assert await service.get_product_json(product_id) != MISSING
+        assert (await service.product_reply(product_id)).status == 200
 
 
 async def _hot_set_hit_rate(service: CatalogService, flood: Callable[[], int], rounds: int, per_round: int) -> float:
@@ -29,11 +29,11 @@ async def _hot_set_hit_rate(service: CatalogService, flood: Callable[[], int], r
     hits = reads = 0
     for _ in range(rounds):
         for _ in range(per_round):
-            assert await service.get_product_json(flood()) == MISSING
+            assert (await service.product_reply(flood())).status == 404
         for product_id in HOT:
             hits += service.local.get(product_id) is not None
             reads += 1
-            await service.get_product_json(product_id)
+            await service.product_reply(product_id)
     return hits / reads
 
 

@@ -7,7 +7,7 @@ import pytest
 from redis.asyncio import Redis
 
 from tenk.catalog import keys
-from tenk.catalog.service import MISSING, CatalogService
+from tenk.catalog.service import CatalogService
 from tests.support.clients import AUTH
 from tests.support.stack import Stack
 
@@ -21,7 +21,7 @@ async def test_a_burst_of_200_misses_on_one_key_costs_one_select(
     await redis.delete(keys.product_key(product_id))
     await redis.aclose()
     statements.clear()
-    bodies = await asyncio.gather(*(service.get_product_json(product_id) for _ in range(200)))
+    bodies = [reply.body for reply in await asyncio.gather(*(service.product_reply(product_id) for _ in range(200)))]
     selects = [q for q in statements if "FROM products WHERE id" in q]
     assert len(selects) == 1, selects
     assert len(set(bodies)) == 1
@@ -32,8 +32,8 @@ async def test_missing_ids_are_negatively_cached(counted_service: tuple[CatalogS
     service, statements = counted_service
     service.ceiling.raise_to(2**63 - 1)  # as if the id were within the catalogue's range, and deleted
     statements.clear()
-    assert await service.get_product_json(987_654_321) == MISSING
-    assert await service.get_product_json(987_654_321) == MISSING
+    assert (await service.product_reply(987_654_321)).status == 404
+    assert (await service.product_reply(987_654_321)).status == 404
     assert len([q for q in statements if "FROM products WHERE id" in q]) == 1
 
 

@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from tenk.catalog import queries
 from tenk.catalog.schemas import Product, ProductIn, ProductPage, ProductPatch
-from tenk.catalog.service import MISSING, NOT_FOUND_BODY, CatalogService
+from tenk.catalog.service import CatalogService
 from tenk.errors import ConflictError, NotFoundError
 from tenk.lane import app_state, hot
 from tenk.models import errors_documented
@@ -47,8 +47,8 @@ _LINKS: dict[str, Any] = {
 )
 @hot
 async def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply:
-    body = await catalog.get_product_json(product_id)
-    return Reply(404, NOT_FOUND_BODY) if body == MISSING else Reply(200, body)
+    cached = catalog.cached_reply(product_id)
+    return await catalog.load_reply(product_id) if cached is None else cached
 
 
 @router.get(

@@ -39,13 +39,15 @@ from tenk.errors import error_body
 from tenk.local_cache import TtlCache
 from tenk.ops.metrics import live_gauges
 from tenk.outages import POSTGRES_ERRORS, REDIS_DOWN, postgres_is_down, redis_is_down
+from tenk.reply import Reply
 from tenk.resilience import Backoff, Bulkhead, CircuitBreaker, CircuitOpenError, SingleFlight
 
 logger = logging.getLogger("tenk.catalog.service")
 
+# What Redis holds for an id with no product, and what the loaders return for it.
 MISSING = b""
-NOT_FOUND_BODY = error_body(
-    "not_found", "no such product", [{"field": "path.product_id", "message": "no such product"}]
+NOT_FOUND = Reply(
+    404, error_body("not_found", "no such product", [{"field": "path.product_id", "message": "no such product"}])
 )
 _LISTEN_TIMEOUT_S = 1.0
 _START_WAIT_S = 2.0
@@ -58,11 +60,11 @@ class CatalogService:
         self.pg = pg
         self.redis = redis
         self.settings = settings
-        self.local: TtlCache[int] = TtlCache(settings.local_max_items, settings.local_ttl_s)
-        self.missing: TtlCache[int] = TtlCache(settings.local_max_items, settings.negative_ttl_s)
+        self.local: TtlCache[int, Reply] = TtlCache(settings.local_max_items, settings.local_ttl_s)
+        self.missing: TtlCache[int, Reply] = TtlCache(settings.local_max_items, settings.negative_ttl_s)
         self.ceiling = IdCeiling(self._highest_id, settings.negative_ttl_s)
         self.replicas = replicas or Replicas([])
-        self.loads: SingleFlight[int, bytes] = SingleFlight()
+        self.loads: SingleFlight[int, Reply] = SingleFlight()
         self.rows = batched_rows(pg)
         self.lookups = batched_lookups(redis)
         self.redis_breaker = CircuitBreaker("redis", failure_ratio=0.5, window_s=5, min_calls=5, open_s=2)
@@ -75,38 +77,53 @@ class CatalogService:
         # For caches of answers that draw on many products (search pages): fed by the listener below.
         self.changes = ProductChanges()
 
-    async def get_product_json(self, product_id: int) -> bytes:
-        """The product's JSON bytes, or MISSING. Hot path: the local hit returns before any await."""
-        if self.settings.local_cache:
-            cached = self.local.get(product_id)
+    async def product_reply(self, product_id: int) -> Reply:
+        """The product's answer: 200 with its JSON, or 404."""
+        cached = self.cached_reply(product_id)
+        return await self.load_reply(product_id) if cached is None else cached
+
+    def cached_reply(self, product_id: int) -> Reply | None:
+        """The product's answer from this process's caches; None when they don't hold it.
+
+        Not a coroutine, and the caches hold whole replies: a hit, the hottest answer tenk gives, is
+        found without a coroutine or a new object (`routes.get_product`)."""
+        if not self.settings.local_cache:
+            return None
+        cached = self.local.get(product_id)
+        if cached is None:
+            cached = self.missing.get(product_id)
             if cached is None:
-                cached = self.missing.get(product_id)
-            if cached is not None:
-                metrics.LOCAL_HIT.inc()
-                return cached
-            metrics.LOCAL_MISS.inc()
+                metrics.LOCAL_MISS.inc()
+                return None
+        metrics.LOCAL_HIT.inc()
+        return cached
+
+    async def load_reply(self, product_id: int) -> Reply:
+        """The product's answer past this process's caches (`cached_reply`), which keep it."""
         if await self.ceiling.beyond(product_id):
             metrics.PAST_CEILING.inc()
-            return MISSING
+            return NOT_FOUND
         return await self.loads.do(product_id, lambda: self._load(product_id))
 
     async def _highest_id(self) -> int:
         highest: int = await self.pg.fetchval(queries.HIGHEST_PRODUCT_ID)
         return highest
 
-    async def _load(self, product_id: int) -> bytes:
+    async def _load(self, product_id: int) -> Reply:
         epoch, missing_epoch = self.local.epoch, self.missing.epoch
         if self.settings.redis_cache:
             value = await self._load_through_redis(product_id)
         else:
             metrics.DB_READ_NORMAL.inc()
             value = await self._select(product_id)
+        if value == MISSING:
+            if self.settings.local_cache:
+                self.missing.put(product_id, NOT_FOUND, epoch=missing_epoch)
+            return NOT_FOUND
+        reply = Reply(200, value)
         if self.settings.local_cache:
-            if value == MISSING:
-                self.missing.put(product_id, value, epoch=missing_epoch)
-            else:
-                self.local.put(product_id, value, epoch=epoch, ttl_s=self._jitter(self.settings.local_ttl_s))
-        return value
+            self.local.put(product_id, reply, epoch=epoch, ttl_s=self._jitter(self.settings.local_ttl_s))
+        return reply
 
     async def _load_through_redis(self, product_id: int) -> bytes:
         looked_up = await self._redis_lookup(product_id)

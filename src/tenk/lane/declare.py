@@ -13,6 +13,7 @@ the same way in both lanes.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
@@ -29,6 +30,8 @@ Resolver = Callable[[State, Scope], Any]
 # FastAPI endpoint -> the handler it wraps; FastAPI dependency -> the resolver behind it.
 HOT_HANDLERS: dict[Callable[..., Any], Handler] = {}
 RESOLVERS: dict[Callable[..., Any], Resolver] = {}
+# The FastAPI dependencies of `app_state`, and the name each reads: the lane reads the state's own dict.
+STATE_NAMES: dict[Callable[..., Any], str] = {}
 
 
 def hot(handler: Handler) -> Callable[..., Awaitable[Response]]:
@@ -38,6 +41,9 @@ def hot(handler: Handler) -> Callable[..., Awaitable[Response]]:
     async def endpoint(*args: Any, **kwargs: Any) -> Response:
         return as_response(await handler(*args, **kwargs))
 
+    # The handler's parameters, which FastAPI reads, but the endpoint's own return type: a `Response`, never
+    # a model FastAPI would try to make of `Reply` when the route declares no `response_model`.
+    endpoint.__signature__ = inspect.signature(handler).replace(return_annotation=Response)  # type: ignore[attr-defined]
     HOT_HANDLERS[endpoint] = handler
     return endpoint
 
@@ -56,7 +62,9 @@ def resolved(resolve: Resolver) -> Any:
 
 def app_state(name: str) -> Any:
     """The object the lifespan stored as `app.state.<name>` (a service, the pool, the settings)."""
-    return resolved(lambda state, _: getattr(state, name))
+    depends = resolved(lambda state, _: getattr(state, name))
+    STATE_NAMES[depends.dependency] = name
+    return depends
 
 
 def header(scope: Scope, name: bytes) -> bytes:

@@ -29,7 +29,7 @@ from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
 from pydantic import BaseModel
 from starlette.routing import BaseRoute
 
-from tenk.lane.declare import HOT_HANDLERS, RESOLVERS, Handler, Resolver, raw_body
+from tenk.lane.declare import HOT_HANDLERS, RESOLVERS, STATE_NAMES, Handler, Resolver, raw_body
 from tenk.ops.auth import KEY_POLICIES, KeyPolicy
 
 UNRECOGNISED: Final = object()
@@ -66,30 +66,39 @@ class LaneRoute:
     prefix: str  # the path before the one path parameter, or the whole path
     suffix: str  # the path after it
     exact: bool
+    # A templated path's whole shape, its parameter's segment (non-empty, no "/") the one group: matched
+    # in one call on every request a templated route may take.
+    shape: re.Pattern[str] | None
     handler: Handler
     arity: int
     path: tuple[int, Parser] | None
     query: tuple[QueryParam, ...]
     resolvers: tuple[tuple[int, Resolver], ...]
+    state_reads: tuple[tuple[int, str], ...]  # `app_state` arguments: (position, name in app.state)
     # Where the body goes, and what makes the argument of it: the bytes as they are (RawBody), or a
     # model parsed as FastAPI parses it (UNRECOGNISED for anything FastAPI must word the 422 of).
     body: tuple[int, BodyParser] | None
     json_only: bool  # the body is a model: only a JSON Content-Type is the lane's (`is_json`)
     auth: tuple[KeyPolicy, ...]  # the key checks the route declares; any one that applies needs the key
     query_keys: frozenset[str]
-    key_required: bool = False  # the `auth` policies judged against the app's settings, once (`serve_hot`)
+    key_required: bool = False  # the `auth` policies judged against the app's settings, once (`Lane.derive`)
     # The latency histogram's `observe` for each status this route answered (`RequestEdge`): one dict
     # lookup a request, where `metrics.latency_observer`'s cache hashes three labels.
     observers: dict[int, Callable[[float], None]] = dataclasses.field(default_factory=dict, compare=False)
 
+    # Nothing to check before the handler runs: no body to read, no key to ask for. A field, not a
+    # property: it is read on every request.
+    admit_at_once: bool = dataclasses.field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "admit_at_once", self.body is None and not self.key_required)
+
     def tail(self, path: str) -> str | None:
         """The path parameter's text ("" for exact routes), or None when the path is not this route's."""
-        if self.exact:
+        if self.shape is None:
             return "" if path == self.prefix else None
-        if path.startswith(self.prefix) and path.endswith(self.suffix):
-            segment = path[len(self.prefix) : len(path) - len(self.suffix)]
-            return segment if segment and "/" not in segment else None
-        return None
+        found = self.shape.fullmatch(path)
+        return None if found is None else found[1]
 
 
 def _bounds(metadata: list[Any]) -> dict[str, Any]:
@@ -244,6 +253,7 @@ def derive(route: RouteContext) -> LaneRoute:
     path: tuple[int, Parser] | None = None
     query: list[QueryParam] = []
     resolvers: list[tuple[int, Resolver]] = []
+    state_reads: list[tuple[int, str]] = []
     body: tuple[int, BodyParser] | None = None
     for field in dependant.body_params:
         body = (positions[field.name], _model_body(route, field))
@@ -269,6 +279,8 @@ def derive(route: RouteContext) -> LaneRoute:
             raise LaneDeclarationError(f"{_name(route)}: unnamed dependency {call!r}")
         if call is raw_body and body is None:
             body = (positions[sub.name], _raw)
+        elif call in STATE_NAMES:
+            state_reads.append((positions[sub.name], STATE_NAMES[call]))
         elif call in RESOLVERS:
             resolvers.append((positions[sub.name], RESOLVERS[call]))
         else:
@@ -278,18 +290,21 @@ def derive(route: RouteContext) -> LaneRoute:
             )
     method = next(iter(route.methods or ()))
     brace, close = route.path.find("{"), route.path.find("}")
+    prefix, suffix = (route.path, "") if brace < 0 else (route.path[:brace], route.path[close + 1 :])
     return LaneRoute(
         route=route.route,
         method=method,
         template=route.path,
-        prefix=route.path if brace < 0 else route.path[:brace],
-        suffix="" if brace < 0 else route.path[close + 1 :],
+        prefix=prefix,
+        suffix=suffix,
         exact=brace < 0,
+        shape=None if brace < 0 else re.compile(re.escape(prefix) + "([^/]+)" + re.escape(suffix)),
         handler=handler,
         arity=len(positions),
         path=path,
         query=tuple(query),
         resolvers=tuple(resolvers),
+        state_reads=tuple(state_reads),
         body=body,
         json_only=bool(dependant.body_params),
         auth=_auth(route),

@@ -11,6 +11,7 @@ not fully recognise is left to FastAPI untouched.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -74,14 +75,16 @@ class Lane:
         # The templated routes in turn, then fixed paths by method and path, one lookup. A fixed path that
         # a templated hot route also takes is refused when the lane is derived, so the two never compete.
         self._fixed: dict[str, dict[str, LaneRoute]] = {}
-        self._templated: dict[str, list[LaneRoute]] = {}
+        self._templated: dict[str, list[tuple[re.Pattern[str], LaneRoute]]] = {}
         for route in routes:
             self.routes.setdefault(route.method, []).append(route)
-            if route.exact:
+            if route.shape is None:
                 self._fixed.setdefault(route.method, {})[route.prefix] = route
             else:
-                self._templated.setdefault(route.method, []).append(route)
+                self._templated.setdefault(route.method, []).append((route.shape, route))
         self._state = DirectState(state)
+        # What the lifespan stores in app.state, read as it is now: `app_state` arguments are plain lookups.
+        self._state_values = self._state.__dict__
 
     @classmethod
     def derive(cls, app_routes: list[Any], state: State, needs_key: Callable[[KeyPolicy], bool]) -> Lane:
@@ -97,14 +100,15 @@ class Lane:
         """The call that answers this request, or None when FastAPI must (no such route, input to judge)."""
         method, path = scope["method"], scope["path"]
         # Templated first: the product read, the hottest route, is one; a fixed path costs a dict lookup.
-        for route in self._templated.get(method, ()):
-            if (tail := route.tail(path)) is not None:
+        for shape, route in self._templated.get(method, ()):  # noqa: B007 (`route` is the one that matched)
+            if (matched := shape.fullmatch(path)) is not None:
+                tail = matched[1]
                 break
         else:
-            found = self._fixed.get(method, {}).get(path)
-            if found is None:
+            fixed = self._fixed.get(method, {}).get(path)
+            if fixed is None:
                 return None
-            route, tail = found, ""
+            route, tail = fixed, ""
         # One function, not one per step: this runs on every request a `@hot` route may answer.
         args: list[Any] = [None] * route.arity
         if route.path is not None:
@@ -117,6 +121,8 @@ class Lane:
             return None
         if route.json_only and not is_json(header(scope, b"content-type")):
             return None
+        for position, name in route.state_reads:
+            args[position] = self._state_values[name]
         for position, resolve in route.resolvers:
             args[position] = resolve(self._state, scope)
         # What the edge's metrics and the tracing's span read to name the route, as routing sets it.

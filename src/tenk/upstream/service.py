@@ -39,8 +39,8 @@ class QuoteService:
         self.session = session
         self.settings = settings
         self._quotes_url = settings.base_url + "/v1/quotes/"
-        self.cache: TtlCache[str] = TtlCache(settings.cache_max_items, settings.cache_ttl_s)
-        self.unknown: TtlCache[str] = TtlCache(settings.cache_max_items, settings.not_found_ttl_s)
+        self.cache: TtlCache[str, bytes] = TtlCache(settings.cache_max_items, settings.cache_ttl_s)
+        self.unknown: TtlCache[str, bytes] = TtlCache(settings.cache_max_items, settings.not_found_ttl_s)
         self.flights: SingleFlight[str, bytes] = SingleFlight()
         self.bulkhead = Bulkhead("upstream", settings.max_inflight)
         self.breaker = CircuitBreaker(

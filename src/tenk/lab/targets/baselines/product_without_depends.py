@@ -15,11 +15,10 @@ from starlette.responses import Response
 
 from tenk.app import create_app
 from tenk.catalog.routes import ProductId
-from tenk.catalog.service import MISSING, NOT_FOUND_BODY
 from tenk.edge import TenkAPI
 from tenk.lane import header
 from tenk.ops.auth import check_authorization_header
-from tenk.reply import Reply, as_response
+from tenk.reply import as_response
 from tenk.settings import Settings
 
 
@@ -27,8 +26,7 @@ async def get_product_without_depends(product_id: ProductId, request: Request) -
     state = request.app.state
     if state.settings.auth_reads:
         check_authorization_header(header(request.scope, b"authorization"), state.accepted_key_digests)
-    body = await state.catalog.get_product_json(product_id)
-    return as_response(Reply(404, NOT_FOUND_BODY) if body == MISSING else Reply(200, body))
+    return as_response(await state.catalog.product_reply(product_id))
 
 
 def without_depends(settings: Settings | None = None) -> TenkAPI:
