@@ -93,7 +93,9 @@ class RequestEdge:
                 if answered is None:
                     # Written here rather than through `answer`: a coroutine less on every hot request.
                     try:
-                        reply = await route.handler(*args)
+                        reply = route.handler(*args)
+                        if not isinstance(reply, Reply):
+                            reply = await reply
                     except Exception as exc:
                         reply = reply_for(exc)
                     status = reply.status

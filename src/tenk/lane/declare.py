@@ -24,7 +24,10 @@ from starlette.types import Scope
 
 from tenk.reply import Reply, as_response
 
-Handler = Callable[..., Awaitable[Reply]]
+# A handler answers with a `Reply`: at once, when a plain `def` finds its answer in memory (a cached
+# product), or through an awaitable (an `async def`, or a plain `def` handing back its loader's coroutine).
+# Answering at once spares the hottest requests a coroutine.
+Handler = Callable[..., Reply | Awaitable[Reply]]
 Resolver = Callable[[State, Scope], Any]
 
 # FastAPI endpoint -> the handler it wraps; FastAPI dependency -> the resolver behind it.
@@ -39,7 +42,8 @@ def hot(handler: Handler) -> Callable[..., Awaitable[Response]]:
 
     @functools.wraps(handler)
     async def endpoint(*args: Any, **kwargs: Any) -> Response:
-        return as_response(await handler(*args, **kwargs))
+        reply = handler(*args, **kwargs)
+        return as_response(reply if isinstance(reply, Reply) else await reply)
 
     # The handler's parameters, which FastAPI reads, but the endpoint's own return type: a `Response`, never
     # a model FastAPI would try to make of `Reply` when the route declares no `response_model`.
