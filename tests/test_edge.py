@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import uvicorn
+from starlette._utils import is_async_callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tenk.app import create_app
@@ -120,3 +122,13 @@ async def test_middleware_added_to_the_app_sees_hot_lane_requests(stack: Stack) 
         assert (await client.get("/products?limit=1")).status_code == 200
     assert seen == ["/products/5", "/products"]
     assert app.lane.match({"method": "GET", "path": "/products/5", "query_string": b"", "headers": []}) is not None
+
+
+def test_servers_and_clients_that_ask_take_the_app_for_asgi_3() -> None:
+    # TenkAPI.__call__ is a plain function handing back the edge's coroutine: uvicorn and starlette's test
+    # client would take an unmarked one for ASGI 2, and call it with the scope alone.
+    app = create_app(Settings())
+    config = uvicorn.Config(app)
+    config.load()
+    assert config.interface == "asgi3"
+    assert is_async_callable(app)
