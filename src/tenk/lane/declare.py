@@ -2,10 +2,10 @@
 
     @router.get("/products/{product_id}", response_model=Product, dependencies=[Depends(require_reader)])
     @hot
-    async def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply: ...
+    def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply | Awaitable[Reply]: ...
 
-`hot` keeps the handler as written (it returns a `Reply`) and gives FastAPI an endpoint with the same
-signature that turns the reply into a `Response`. `resolved` makes a FastAPI dependency out of a plain
+`hot` keeps the handler as written (it returns a `Reply`, or an awaitable of one) and gives FastAPI an
+endpoint with the same signature that turns the reply into a `Response`. `resolved` makes a FastAPI dependency out of a plain
 function of (app state, ASGI scope); the lane calls that same function, so a service reaches a handler
 the same way in both lanes.
 """
