@@ -5,9 +5,9 @@
     def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply | Awaitable[Reply]: ...
 
 `hot` keeps the handler as written (it returns a `Reply`, or an awaitable of one) and gives FastAPI an
-endpoint with the same signature that turns the reply into a `Response`. `resolved` makes a FastAPI dependency out of a plain
-function of (app state, ASGI scope); the lane calls that same function, so a service reaches a handler
-the same way in both lanes.
+endpoint with the same signature that turns the reply into a `Response`. `resolved` makes a FastAPI
+dependency out of a plain function of (app state, ASGI scope); the lane calls that same function, so a
+service reaches a handler the same way in both lanes.
 """
 
 from __future__ import annotations
