@@ -353,7 +353,7 @@ class TenkAPI(FastAPI):
     @_coroutine_function
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:  # type: ignore[override]
         # Not `async def`: the edge's own coroutine is handed back, and a server awaits it. A coroutine of
-        # this method around it cost about 2,400 instructions of a cached read's 51,500 (`docs/budgets.md`).
+        # this method around it cost about 1,100 instructions of a cached read's 51,500 (`docs/results.md`).
         entry = self._entry
         if entry is None:
             entry = self._entry = self._wrapped_edge()
