@@ -64,10 +64,8 @@ class LaneRoute:
     method: str
     template: str
     prefix: str  # the path before the one path parameter, or the whole path
-    suffix: str  # the path after it
-    exact: bool
     # A templated path's whole shape, its parameter's segment (non-empty, no "/") the one group: matched
-    # in one call on every request a templated route may take.
+    # in one call on every request a templated route may take. None for a fixed path.
     shape: re.Pattern[str] | None
     handler: Handler
     arity: int
@@ -296,8 +294,6 @@ def derive(route: RouteContext) -> LaneRoute:
         method=method,
         template=route.path,
         prefix=prefix,
-        suffix=suffix,
-        exact=brace < 0,
         shape=None if brace < 0 else re.compile(re.escape(prefix) + "([^/]+)" + re.escape(suffix)),
         handler=handler,
         arity=len(positions),
@@ -323,7 +319,8 @@ def hot_routes(routes: list[Any]) -> list[LaneRoute]:
     for route in lane:
         # The lane looks a fixed path up before it tries the templated ones, whatever their order.
         for other in lane:
-            if route.exact and not other.exact and other.method == route.method and other.tail(route.prefix):
+            fixed_under_template = route.shape is None and other.shape is not None
+            if fixed_under_template and other.method == route.method and other.tail(route.prefix):
                 raise LaneDeclarationError(
                     f"{route.method} {route.template} is also a path of the hot route {other.template}"
                 )
