@@ -11,6 +11,7 @@ from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Query, Requ
 from pydantic import BaseModel
 
 from tenk.lane import Lane, LaneDeclarationError, RawBody, app_state, hot
+from tenk.lane.derive import UNRECOGNISED
 from tenk.models import PgText
 from tenk.ops.auth import require_writer
 from tenk.reply import Reply
@@ -145,6 +146,82 @@ def test_the_lane_reads_bounds_patterns_defaults_auth_and_body_from_the_declarat
     assert (count.key, count.default, count.required) == ("count", 3, False)
     parsed = [count.parse(text) for text in ("1", "2", "40", "41", "02", "9" * 5000, "", "-2")]
     assert [value for value in parsed if isinstance(value, int)] == [2, 40]
+
+
+def test_an_int_path_parameter_is_matched_only_in_its_canonical_digits() -> None:
+    def declare(router: APIRouter) -> None:
+        @router.get("/things/{thing_id}/parts")
+        @hot
+        async def thing(thing_id: Annotated[int, Path(ge=1, le=5000)]) -> Reply:
+            return Reply(200, b"{}")
+
+        @router.get("/widgets/{widget_id}")
+        @hot
+        async def widget(widget_id: Annotated[int, Path(ge=0, le=9)]) -> Reply:
+            return Reply(200, b"{}")
+
+    thing, widget = _lane_for(declare).routes["GET"]
+    assert thing.path is not None
+    tails = {text: thing.tail(f"/things/{text}/parts") for text in ("1", "5000", "0", "9999", "01", "+1", "١", "12345")}
+    assert tails == {
+        "1": "1",
+        "5000": "5000",
+        "0": "0",
+        "9999": "9999",
+        "01": None,
+        "+1": None,
+        "١": None,
+        "12345": None,
+    }
+    # The shape has checked the digits; the parser holds the bounds.
+    assert [thing.path[1](text) for text in ("1", "5000")] == [1, 5000]
+    assert [thing.path[1](text) for text in ("0", "9999")] == [UNRECOGNISED, UNRECOGNISED]
+    assert [widget.tail(f"/widgets/{text}") for text in ("0", "9", "10", "00")] == ["0", "9", None, None]
+
+
+@pytest.mark.parametrize("hot_first", [True, False])
+def test_a_template_that_may_take_a_hot_templates_path_fails_at_start_up(hot_first: bool) -> None:
+    # The hot shape takes only digits, routing any segment: `/things/abc` would be the other route's in the
+    # lane, and routing's first-declared in FastAPI.
+    def declare(router: APIRouter) -> None:
+        def hot_route() -> None:
+            @router.get("/things/{thing_id}")
+            @hot
+            async def thing(thing_id: Annotated[int, Path(ge=1, le=5000)]) -> Reply:
+                return Reply(200, b"{}")
+
+        def other_route() -> None:
+            @router.get("/{kind}/{name}")
+            async def anything(kind: str, name: str) -> dict[str, str]:
+                return {}
+
+        for add in (hot_route, other_route) if hot_first else (other_route, hot_route):
+            add()
+
+    with pytest.raises(LaneDeclarationError, match="may take the same path"):
+        _lane_for(declare)
+
+
+def test_templates_that_cannot_take_one_path_may_stand_beside_a_hot_one() -> None:
+    def declare(router: APIRouter) -> None:
+        @router.get("/things/{thing_id}")
+        @hot
+        async def thing(thing_id: Annotated[int, Path(ge=1, le=5000)]) -> Reply:
+            return Reply(200, b"{}")
+
+        @router.get("/things/{thing_id}/parts")
+        @hot
+        async def parts(thing_id: Annotated[int, Path(ge=1, le=5000)]) -> Reply:
+            return Reply(200, b"{}")
+
+        @router.delete("/things/{name}")
+        async def forget(name: str) -> dict[str, str]:
+            return {}
+
+    assert [route.template for route in _lane_for(declare).routes["GET"]] == [
+        "/things/{thing_id}",
+        "/things/{thing_id}/parts",
+    ]
 
 
 def test_a_fixed_path_the_lane_would_also_take_fails_at_start_up() -> None:

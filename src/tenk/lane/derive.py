@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import json
 import re
 import types
@@ -64,8 +65,9 @@ class LaneRoute:
     method: str
     template: str
     prefix: str  # the path before the one path parameter, or the whole path
-    # A templated path's whole shape, its parameter's segment (non-empty, no "/") the one group: matched
-    # in one call on every request a templated route may take. None for a fixed path.
+    # A templated path's whole shape, its parameter's text the one group (a str's: any segment; an int's:
+    # canonical digits, so that its parser only converts): matched in one call on every request a
+    # templated route may take. None for a fixed path.
     shape: re.Pattern[str] | None
     handler: Handler
     arity: int
@@ -121,17 +123,18 @@ def _bounds(metadata: list[Any]) -> dict[str, Any]:
     return found
 
 
-def _int_parser(low: int, high: int) -> Parser:
-    digits = len(str(high))
+def _int_text(high: int) -> str:
+    # Canonical ASCII digits only: no sign, no leading zero, and never more digits than the bound has (no
+    # 5,000-digit int()). All else is FastAPI's to judge.
+    return f"0|[1-9][0-9]{{0,{len(str(high)) - 1}}}"
 
-    def parse(text: str) -> Any:
-        # Canonical ASCII digits only (no sign, no leading zero, no 5,000-digit int()): all else is FastAPI's.
-        if not 0 < len(text) <= digits or not (text.isascii() and text.isdigit()) or (text[0] == "0" and text != "0"):
-            return UNRECOGNISED
-        value = int(text)
-        return value if low <= value <= high else UNRECOGNISED
 
-    return parse
+def _int_value(low: int, high: int) -> Parser:
+    def value(text: str) -> Any:
+        number = int(text)
+        return number if low <= number <= high else UNRECOGNISED
+
+    return value
 
 
 def _str_parser(min_length: int, max_length: int | None, pattern: str | None) -> Parser:
@@ -148,7 +151,8 @@ def _str_parser(min_length: int, max_length: int | None, pattern: str | None) ->
     return parse
 
 
-def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> Parser:
+def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> tuple[str | None, Parser]:
+    """(the regex a parameter's text must match, None for any text; the value of text that does)."""
     if get_origin(annotation) in (Union, types.UnionType):
         members = set(get_args(annotation))
         if not optional_ok or len(members) != 2 or type(None) not in members:
@@ -158,12 +162,25 @@ def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> Parser:
     if annotation is int:
         if set(found) - {"low", "high"} or "low" not in found or "high" not in found or found["low"] < 0:
             raise ValueError("an int needs both bounds, ge >= 0 and le, and nothing else")
-        return _int_parser(found["low"], found["high"])
+        return _int_text(found["high"]), _int_value(found["low"], found["high"])
     if annotation is str:
         if set(found) - {"min_length", "max_length", "pattern"}:
             raise ValueError("a str takes only min_length, max_length and pattern")
-        return _str_parser(found.get("min_length", 0), found.get("max_length"), found.get("pattern"))
+        return None, _str_parser(found.get("min_length", 0), found.get("max_length"), found.get("pattern"))
     raise ValueError(f"unsupported type {annotation!r}")
+
+
+def _text_parser(text: str | None, value: Parser) -> Parser:
+    """A parser of any text, from `_parser`'s two halves: a query parameter's (a path parameter's text is
+    matched by the route's shape, in the same call that matches its path)."""
+    if text is None:
+        return value
+    matches = re.compile(text).fullmatch
+
+    def parse(given: str) -> Any:
+        return UNRECOGNISED if matches(given) is None else value(given)
+
+    return parse
 
 
 def _raw(body: bytes) -> bytes:
@@ -249,6 +266,7 @@ def derive(route: RouteContext) -> LaneRoute:
 
     positions = {name: index for index, name in enumerate(inspect.signature(handler).parameters)}
     path: tuple[int, Parser] | None = None
+    segment = "[^/]+"  # the path parameter's text, within the route's shape
     query: list[QueryParam] = []
     resolvers: list[tuple[int, Resolver]] = []
     state_reads: list[tuple[int, str]] = []
@@ -257,7 +275,10 @@ def derive(route: RouteContext) -> LaneRoute:
         body = (positions[field.name], _model_body(route, field))
     for field in dependant.path_params:
         try:
-            path = (positions[field.name], _parser(field.field_info.annotation, field.field_info.metadata, False))
+            text, value = _parser(field.field_info.annotation, field.field_info.metadata, False)
+            path = (positions[field.name], value)
+            if text is not None:
+                segment = text
         except ValueError as exc:
             raise LaneDeclarationError(f"{_name(route)}: path parameter {field.name!r}: {exc}") from None
     for field in dependant.query_params:
@@ -265,7 +286,7 @@ def derive(route: RouteContext) -> LaneRoute:
         if not isinstance(info, params.Query):
             raise LaneDeclarationError(f"{_name(route)}: query parameter {field.name!r} must be a Query(...)")
         try:
-            parse = _parser(info.annotation, info.metadata, not field.field_info.is_required())
+            parse = _text_parser(*_parser(info.annotation, info.metadata, not field.field_info.is_required()))
         except ValueError as exc:
             raise LaneDeclarationError(f"{_name(route)}: query parameter {field.name!r}: {exc}") from None
         required = info.is_required()
@@ -294,7 +315,7 @@ def derive(route: RouteContext) -> LaneRoute:
         method=method,
         template=route.path,
         prefix=prefix,
-        shape=None if brace < 0 else re.compile(re.escape(prefix) + "([^/]+)" + re.escape(suffix)),
+        shape=None if brace < 0 else re.compile(f"{re.escape(prefix)}({segment}){re.escape(suffix)}"),
         handler=handler,
         arity=len(positions),
         path=path,
@@ -316,6 +337,9 @@ def hot_routes(routes: list[Any]) -> list[LaneRoute]:
     for context in contexts:
         if all(context is not h for h in hot) and context.path is not None:
             _refuse_overlap(lane, context.path, context.methods or set())
+            _refuse_shared_template(lane, context.path, context.methods or set(), None)
+    for route in lane:
+        _refuse_shared_template(lane, route.template, {route.method}, route)
     for route in lane:
         # The lane looks a fixed path up before it tries the templated ones, whatever their order.
         for other in lane:
@@ -325,6 +349,31 @@ def hot_routes(routes: list[Any]) -> list[LaneRoute]:
                     f"{route.method} {route.template} is also a path of the hot route {other.template}"
                 )
     return lane
+
+
+def _refuse_shared_template(lane: list[LaneRoute], template: str, methods: set[str], own: LaneRoute | None) -> None:
+    # A hot template's shape takes only the text its parameter's type allows (an int's digits), where
+    # routing takes any segment and gives it to the route declared first. So no other template may take
+    # a path a hot one takes: then the lane's choice and routing's can never differ, whatever the order.
+    if "{" not in template:
+        return
+    for route in lane:
+        shared = route is not own and route.shape is not None and route.method in methods
+        if shared and _may_share_a_path(template, route.template):
+            raise LaneDeclarationError(f"{template} and the hot route {route.template} may take the same path")
+
+
+def _may_share_a_path(one: str, other: str) -> bool:
+    """Whether two templates can match one path: each segment the same, or a parameter in either. A
+    parameter that takes the rest of the path (`{name:path}`) ends the comparison there."""
+    for mine, theirs in itertools.zip_longest(one.split("/"), other.split("/")):
+        if mine is None or theirs is None:
+            return False
+        if ":path}" in mine or ":path}" in theirs:
+            return True
+        if mine != theirs and "{" not in mine and "{" not in theirs:
+            return False
+    return True
 
 
 def _refuse_overlap(lane: list[LaneRoute], path: str, methods: set[str]) -> None:
