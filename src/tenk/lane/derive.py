@@ -20,7 +20,7 @@ import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Union, get_args, get_origin
+from typing import Any, Final, NamedTuple, Union, get_args, get_origin
 
 import annotated_types
 from fastapi import params
@@ -123,18 +123,31 @@ def _bounds(metadata: list[Any]) -> dict[str, Any]:
     return found
 
 
-def _int_text(high: int) -> str:
+class ParameterParsers(NamedTuple):
+    """How the lane reads one path or query parameter's text."""
+
+    segment: str  # the regex its text matches within a path: checked by the route's shape
+    parse: Parser  # any text (a query's): its value, or UNRECOGNISED
+    convert: Parser  # text that matched `segment` (a path's): its value, or UNRECOGNISED
+
+
+def _int_parsers(low: int, high: int) -> ParameterParsers:
     # Canonical ASCII digits only: no sign, no leading zero, and never more digits than the bound has (no
-    # 5,000-digit int()). All else is FastAPI's to judge.
-    return f"0|[1-9][0-9]{{0,{len(str(high)) - 1}}}"
+    # 5,000-digit int()). All else is FastAPI's to judge. A path's text is checked by its route's regex,
+    # in the call that matches the path; a query's by string methods, cheaper than a second regex.
+    digits = len(str(high))
 
+    def convert(text: str) -> Any:
+        value = int(text)
+        return value if low <= value <= high else UNRECOGNISED
 
-def _int_value(low: int, high: int) -> Parser:
-    def value(text: str) -> Any:
-        number = int(text)
-        return number if low <= number <= high else UNRECOGNISED
+    def parse(text: str) -> Any:
+        if not 0 < len(text) <= digits or not (text.isascii() and text.isdigit()) or (text[0] == "0" and text != "0"):
+            return UNRECOGNISED
+        value = int(text)
+        return value if low <= value <= high else UNRECOGNISED
 
-    return value
+    return ParameterParsers(f"0|[1-9][0-9]{{0,{digits - 1}}}", parse, convert)
 
 
 def _str_parser(min_length: int, max_length: int | None, pattern: str | None) -> Parser:
@@ -151,8 +164,7 @@ def _str_parser(min_length: int, max_length: int | None, pattern: str | None) ->
     return parse
 
 
-def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> tuple[str | None, Parser]:
-    """(the regex a parameter's text must match, None for any text; the value of text that does)."""
+def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> ParameterParsers:
     if get_origin(annotation) in (Union, types.UnionType):
         members = set(get_args(annotation))
         if not optional_ok or len(members) != 2 or type(None) not in members:
@@ -162,25 +174,13 @@ def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> tuple[st
     if annotation is int:
         if set(found) - {"low", "high"} or "low" not in found or "high" not in found or found["low"] < 0:
             raise ValueError("an int needs both bounds, ge >= 0 and le, and nothing else")
-        return _int_text(found["high"]), _int_value(found["low"], found["high"])
+        return _int_parsers(found["low"], found["high"])
     if annotation is str:
         if set(found) - {"min_length", "max_length", "pattern"}:
             raise ValueError("a str takes only min_length, max_length and pattern")
-        return None, _str_parser(found.get("min_length", 0), found.get("max_length"), found.get("pattern"))
+        parse = _str_parser(found.get("min_length", 0), found.get("max_length"), found.get("pattern"))
+        return ParameterParsers("[^/]+", parse, parse)
     raise ValueError(f"unsupported type {annotation!r}")
-
-
-def _text_parser(text: str | None, value: Parser) -> Parser:
-    """A parser of any text, from `_parser`'s two halves: a query parameter's (a path parameter's text is
-    matched by the route's shape, in the same call that matches its path)."""
-    if text is None:
-        return value
-    matches = re.compile(text).fullmatch
-
-    def parse(given: str) -> Any:
-        return UNRECOGNISED if matches(given) is None else value(given)
-
-    return parse
 
 
 def _raw(body: bytes) -> bytes:
@@ -266,7 +266,7 @@ def derive(route: RouteContext) -> LaneRoute:
 
     positions = {name: index for index, name in enumerate(inspect.signature(handler).parameters)}
     path: tuple[int, Parser] | None = None
-    segment = "[^/]+"  # the path parameter's text, within the route's shape
+    segment = "[^/]+"  # the path parameter's text in the shape: the parameter's own, once read below
     query: list[QueryParam] = []
     resolvers: list[tuple[int, Resolver]] = []
     state_reads: list[tuple[int, str]] = []
@@ -275,10 +275,8 @@ def derive(route: RouteContext) -> LaneRoute:
         body = (positions[field.name], _model_body(route, field))
     for field in dependant.path_params:
         try:
-            text, value = _parser(field.field_info.annotation, field.field_info.metadata, False)
-            path = (positions[field.name], value)
-            if text is not None:
-                segment = text
+            parsers = _parser(field.field_info.annotation, field.field_info.metadata, False)
+            path, segment = (positions[field.name], parsers.convert), parsers.segment
         except ValueError as exc:
             raise LaneDeclarationError(f"{_name(route)}: path parameter {field.name!r}: {exc}") from None
     for field in dependant.query_params:
@@ -286,7 +284,7 @@ def derive(route: RouteContext) -> LaneRoute:
         if not isinstance(info, params.Query):
             raise LaneDeclarationError(f"{_name(route)}: query parameter {field.name!r} must be a Query(...)")
         try:
-            parse = _text_parser(*_parser(info.annotation, info.metadata, not field.field_info.is_required()))
+            parse = _parser(info.annotation, info.metadata, not field.field_info.is_required()).parse
         except ValueError as exc:
             raise LaneDeclarationError(f"{_name(route)}: query parameter {field.name!r}: {exc}") from None
         required = info.is_required()
