@@ -202,6 +202,53 @@ def test_a_template_that_may_take_a_hot_templates_path_fails_at_start_up(hot_fir
         _lane_for(declare)
 
 
+def test_a_template_declared_before_a_hot_fixed_path_that_it_may_take_fails_at_start_up() -> None:
+    # Routing would give `/shelves/all` to the template; the lane looks its fixed paths up first.
+    def declare(router: APIRouter) -> None:
+        @router.get("/shelves/{name}")
+        async def shelf(name: str) -> dict[str, str]:
+            return {}
+
+        @router.get("/shelves/all")
+        @hot
+        async def all_shelves() -> Reply:
+            return Reply(200, b"[]")
+
+    with pytest.raises(LaneDeclarationError, match=re.escape("/shelves/{name} and the hot route /shelves/all")):
+        _lane_for(declare)
+
+
+def test_each_path_goes_to_the_route_whose_shape_takes_it() -> None:
+    def declare(router: APIRouter) -> None:
+        for template in ("/a/{item}", "/b/{item}/c", "/b/{item}/d"):
+
+            @router.get(template, name=template)
+            @hot
+            async def endpoint(item: Annotated[int, Path(ge=0, le=99)]) -> Reply:
+                return Reply(200, b"{}")
+
+        @router.get("/e")
+        @hot
+        async def fixed() -> Reply:
+            return Reply(200, b"{}")
+
+    lane = _lane_for(declare)
+    scope = {"type": "http", "method": "GET", "query_string": b"", "headers": []}
+    taken = {}
+    for path in ("/a/7", "/b/8/c", "/b/9/d", "/e", "/b/9", "/a/007", "/f"):
+        hot_call = lane.match({**scope, "path": path})
+        taken[path] = None if hot_call is None else (hot_call[0].template, hot_call[1])
+    assert taken == {
+        "/a/7": ("/a/{item}", [7]),
+        "/b/8/c": ("/b/{item}/c", [8]),
+        "/b/9/d": ("/b/{item}/d", [9]),
+        "/e": ("/e", []),
+        "/b/9": None,
+        "/a/007": None,
+        "/f": None,
+    }
+
+
 def test_templates_that_cannot_take_one_path_may_stand_beside_a_hot_one() -> None:
     def declare(router: APIRouter) -> None:
         @router.get("/things/{thing_id}")
@@ -252,6 +299,6 @@ def test_a_hot_fixed_path_that_a_hot_template_also_takes_fails_at_start_up() -> 
         async def all_shelves() -> Reply:
             return Reply(200, b"[]")
 
-    refused = re.escape("/shelves/all is also a path of the hot route /shelves/{name}")
+    refused = re.escape("/shelves/{name} and the hot route /shelves/all may take the same path")
     with pytest.raises(LaneDeclarationError, match=refused):
         _lane_for(declare)

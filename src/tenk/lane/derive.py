@@ -335,29 +335,21 @@ def hot_routes(routes: list[Any]) -> list[LaneRoute]:
     for context in contexts:
         if all(context is not h for h in hot) and context.path is not None:
             _refuse_overlap(lane, context.path, context.methods or set())
-            _refuse_shared_template(lane, context.path, context.methods or set(), None)
+            if "{" in context.path:
+                _refuse_shared_template(lane, context.path, context.methods or set(), None)
     for route in lane:
-        _refuse_shared_template(lane, route.template, {route.method}, route)
-    for route in lane:
-        # The lane looks a fixed path up before it tries the templated ones, whatever their order.
-        for other in lane:
-            fixed_under_template = route.shape is None and other.shape is not None
-            if fixed_under_template and other.method == route.method and other.tail(route.prefix):
-                raise LaneDeclarationError(
-                    f"{route.method} {route.template} is also a path of the hot route {other.template}"
-                )
+        if route.shape is not None:
+            _refuse_shared_template(lane, route.template, {route.method}, route)
     return lane
 
 
 def _refuse_shared_template(lane: list[LaneRoute], template: str, methods: set[str], own: LaneRoute | None) -> None:
-    # A hot template's shape takes only the text its parameter's type allows (an int's digits), where
-    # routing takes any segment and gives it to the route declared first. So no other template may take
-    # a path a hot one takes: then the lane's choice and routing's can never differ, whatever the order.
-    if "{" not in template:
-        return
+    # Routing gives a path to the first route whose template takes it, any text in a parameter's segment.
+    # The lane looks a hot fixed path up first, and a hot template's shape takes only the text its
+    # parameter's type allows (an int's digits). So no template may take a path that another route the
+    # lane answers takes: then the lane's choice and routing's can never differ, whatever the order.
     for route in lane:
-        shared = route is not own and route.shape is not None and route.method in methods
-        if shared and _may_share_a_path(template, route.template):
+        if route is not own and route.method in methods and _may_share_a_path(template, route.template):
             raise LaneDeclarationError(f"{template} and the hot route {route.template} may take the same path")
 
 

@@ -67,21 +67,31 @@ class DirectState(State):
         return self.__dict__
 
 
+class _MethodRoutes:
+    """One method's `@hot` routes, as `Lane.match` looks them up."""
+
+    __slots__ = ("by_group", "fixed", "templated")
+
+    def __init__(self, routes: list[LaneRoute]) -> None:
+        self.fixed = {route.prefix: route for route in routes if route.shape is None}
+        shapes = [(route.shape, route) for route in routes if route.shape is not None]
+        # Each shape has one group, its parameter's text, so the n-th shape's text is group n of the whole.
+        assert all(shape.groups == 1 for shape, _ in shapes)
+        self.templated = re.compile("|".join(f"(?:{shape.pattern})" for shape, _ in shapes) or "(?!)")
+        self.by_group = {group: route for group, (_, route) in enumerate(shapes, start=1)}
+
+
 class Lane:
     """The `@hot` routes of an app, by method, in the app's own order."""
 
     def __init__(self, routes: list[LaneRoute], state: State) -> None:
         self.routes: dict[str, list[LaneRoute]] = {}
-        # The templated routes in turn, then fixed paths by method and path, one lookup. A fixed path that
-        # a templated hot route also takes is refused when the lane is derived, so the two never compete.
-        self._fixed: dict[str, dict[str, LaneRoute]] = {}
-        self._templated: dict[str, list[tuple[re.Pattern[str], LaneRoute]]] = {}
         for route in routes:
             self.routes.setdefault(route.method, []).append(route)
-            if route.shape is None:
-                self._fixed.setdefault(route.method, {})[route.prefix] = route
-            else:
-                self._templated.setdefault(route.method, []).append((route.shape, route))
+        # By method: the fixed paths, one dict lookup, and every templated shape as one regex, one call.
+        # Start-up refuses any two routes that may take one path (`derive.hot_routes`), so neither the
+        # order of the two steps nor that of the shapes can change which route answers.
+        self._by_method = {method: _MethodRoutes(routes) for method, routes in self.routes.items()}
         self._state = DirectState(state)
         # What the lifespan stores in app.state, read as it is now: `app_state` arguments are plain lookups.
         self._state_values = self._state.__dict__
@@ -98,17 +108,19 @@ class Lane:
 
     def match(self, scope: Scope) -> HotCall | None:
         """The call that answers this request, or None when FastAPI must (no such route, input to judge)."""
-        method, path = scope["method"], scope["path"]
-        # Templated first: the product read, the hottest route, is one; a fixed path costs a dict lookup.
-        for shape, route in self._templated.get(method, ()):  # noqa: B007 (`route` is the one that matched)
-            if (matched := shape.fullmatch(path)) is not None:
-                tail = matched[1]
-                break
+        routes = self._by_method.get(scope["method"])
+        if routes is None:
+            return None
+        path = scope["path"]
+        route = routes.fixed.get(path)
+        if route is not None:
+            tail = ""
         else:
-            fixed = self._fixed.get(method, {}).get(path)
-            if fixed is None:
+            matched = routes.templated.fullmatch(path)
+            if matched is None:
                 return None
-            route, tail = fixed, ""
+            group: int = matched.lastindex  # type: ignore[assignment]  # one group always takes part
+            route, tail = routes.by_group[group], matched[group]
         # One function, not one per step: this runs on every request a `@hot` route may answer.
         args: list[Any] = [None] * route.arity
         if route.path is not None:
