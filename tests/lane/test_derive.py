@@ -249,6 +249,23 @@ def test_each_path_goes_to_the_route_whose_shape_takes_it() -> None:
     }
 
 
+def test_a_hot_path_declared_twice_is_the_first_declarations_as_in_routing() -> None:
+    def declare(router: APIRouter) -> None:
+        @router.get("/twice", name="first")
+        @hot
+        async def first() -> Reply:
+            return Reply(200, b"first")
+
+        @router.get("/twice", name="second")
+        @hot
+        async def second() -> Reply:
+            return Reply(200, b"second")
+
+    hot_call = _lane_for(declare).match({"type": "http", "method": "GET", "path": "/twice", "query_string": b""})
+    assert hot_call is not None
+    assert hot_call[0].route.name == "first"  # type: ignore[attr-defined]
+
+
 def test_templates_that_cannot_take_one_path_may_stand_beside_a_hot_one() -> None:
     def declare(router: APIRouter) -> None:
         @router.get("/things/{thing_id}")

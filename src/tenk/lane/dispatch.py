@@ -73,7 +73,10 @@ class _MethodRoutes:
     __slots__ = ("by_group", "fixed", "templated")
 
     def __init__(self, routes: list[LaneRoute]) -> None:
-        self.fixed = {route.prefix: route for route in routes if route.shape is None}
+        self.fixed: dict[str, LaneRoute] = {}
+        for route in routes:
+            if route.shape is None:
+                self.fixed.setdefault(route.prefix, route)  # a path declared twice is the first's, as in routing
         shapes = [(route.shape, route) for route in routes if route.shape is not None]
         # Each shape has one group, its parameter's text, so the n-th shape's text is group n of the whole.
         assert all(shape.groups == 1 for shape, _ in shapes)
