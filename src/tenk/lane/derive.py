@@ -44,6 +44,7 @@ SUPPORTED = (
     "and key checks (tenk.ops.auth: require_reader, require_writer, ...) in the route's dependencies"
 )
 JSON_TYPE = b"application/json"
+ANY_SEGMENT = "[^/]+"  # what routing takes for a path parameter
 
 
 class LaneDeclarationError(TypeError):
@@ -144,8 +145,7 @@ def _int_parsers(low: int, high: int) -> ParameterParsers:
     def parse(text: str) -> Any:
         if not 0 < len(text) <= digits or not (text.isascii() and text.isdigit()) or (text[0] == "0" and text != "0"):
             return UNRECOGNISED
-        value = int(text)
-        return value if low <= value <= high else UNRECOGNISED
+        return convert(text)
 
     return ParameterParsers(f"0|[1-9][0-9]{{0,{digits - 1}}}", parse, convert)
 
@@ -179,7 +179,7 @@ def _parser(annotation: Any, metadata: list[Any], optional_ok: bool) -> Paramete
         if set(found) - {"min_length", "max_length", "pattern"}:
             raise ValueError("a str takes only min_length, max_length and pattern")
         parse = _str_parser(found.get("min_length", 0), found.get("max_length"), found.get("pattern"))
-        return ParameterParsers("[^/]+", parse, parse)
+        return ParameterParsers(ANY_SEGMENT, parse, parse)
     raise ValueError(f"unsupported type {annotation!r}")
 
 
@@ -266,7 +266,7 @@ def derive(route: RouteContext) -> LaneRoute:
 
     positions = {name: index for index, name in enumerate(inspect.signature(handler).parameters)}
     path: tuple[int, Parser] | None = None
-    segment = "[^/]+"  # the path parameter's text in the shape: the parameter's own, once read below
+    segment = ANY_SEGMENT  # the path parameter's text in the shape: the parameter's own, once read below
     query: list[QueryParam] = []
     resolvers: list[tuple[int, Resolver]] = []
     state_reads: list[tuple[int, str]] = []
