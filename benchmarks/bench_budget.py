@@ -129,16 +129,35 @@ def measure(path: HotPath, env: dict[str, str], workdir: Path, plant_iterations:
     return _instructions(dump) / units
 
 
-# Iterations of the planted loop whose cost is measured, to size a plant.
-_CALIBRATION = 1000
+# The planted loop is measured at two sizes that bracket the ones planted (3-20 % of a path's cost).
+_FEW, _MANY = 50, 2000
 
 
-def plant_iterations(path: HotPath, fraction: float, budget: float, env: dict[str, str], workdir: Path) -> int:
-    """Iterations of the planted loop that cost `fraction` of the path's budget, per unit: the loop's cost
-    is measured on the path itself (with and without it), where it runs."""
-    # Both per unit (request, event or row), so the ratio holds for a batch too.
-    per_iteration = (measure(path, env, workdir, _CALIBRATION) - measure(path, env, workdir)) / _CALIBRATION
-    return round(fraction * budget / per_iteration)
+@dataclass(frozen=True)
+class PlantCost:
+    """What one path costs per unit as it is, and what the planted loop adds to it: a fixed part (entering
+    the loop) and a part an iteration."""
+
+    base: float
+    per_iteration: float
+    fixed: float = 0.0
+
+    def iterations(self, fraction: float) -> int:
+        """Iterations that make the path cost `fraction` more than it does: of its measured cost, not of its
+        budget, so that a planted 5 % is 5 % of what the code really costs however far it sits from the budget."""
+        wanted = fraction * self.base - self.fixed
+        if wanted <= 0:
+            raise ValueError(f"a plant of {fraction:.1%} is less than the loop's fixed cost ({self.fixed:,.0f})")
+        return round(wanted / self.per_iteration)
+
+
+def plant_cost(path: HotPath, env: dict[str, str], workdir: Path) -> PlantCost:
+    """Measured on the path itself (without the loop, and with it at two sizes), where it runs; each per
+    unit (request, event or row), so that the ratio holds for a batch too."""
+    base = measure(path, env, workdir)
+    few, many = measure(path, env, workdir, _FEW), measure(path, env, workdir, _MANY)
+    per_iteration = (many - few) / (_MANY - _FEW)
+    return PlantCost(base, per_iteration, few - base - _FEW * per_iteration)
 
 
 @dataclass
@@ -174,15 +193,15 @@ def start_stack() -> Stack:
     return Stack(workdir, pg, redis, env)
 
 
-def measure_all(stack: Stack, paths: list[HotPath], rounds: int, plant: dict[str, float]) -> dict[str, list[float]]:
+def measure_all(
+    stack: Stack, paths: list[HotPath], rounds: int, plant: dict[str, float], iterations: dict[str, int]
+) -> dict[str, list[float]]:
+    """`plant`: fractions to size by measurement; `iterations`: loops already sized (gate_campaign's)."""
     figures: dict[str, list[float]] = {path.name: [] for path in paths}
-    budgets = load_budgets() if plant else {}
-    # Sized from the checked-in budget, so that the plant costs that fraction of it.
-    planted = {
-        path.name: plant_iterations(path, plant[path.name], budgets[path.name], stack.env, stack.workdir)
-        for path in paths
-        if path.name in plant
-    }
+    planted = dict(iterations)
+    for path in paths:
+        if path.name in plant:
+            planted[path.name] = plant_cost(path, stack.env, stack.workdir).iterations(plant[path.name])
     for number in range(1, rounds + 1):
         for path in paths:
             stack.reset_redis()
@@ -225,16 +244,22 @@ def main() -> None:
     parser.add_argument("--paths", nargs="*", default=[path.name for path in PATHS])
     parser.add_argument("--check", action="store_true", help="exit 1 if any path is over its budget + margin")
     parser.add_argument("--write-budgets", action="store_true", help="set each budget to this run's median")
-    parser.add_argument("--plant", action="append", default=[], metavar="PATH=FRACTION")
+    parser.add_argument(
+        "--plant", action="append", default=[], metavar="PATH=FRACTION", help="make PATH cost FRACTION more"
+    )
+    parser.add_argument(
+        "--plant-iterations", action="append", default=[], metavar="PATH=N", help="a plant already sized"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("gcc") is None:
         raise SystemExit("bench-budget needs valgrind and gcc (apt-get install valgrind gcc)")
     paths = [path for path in PATHS if path.name in args.paths]
     plant = {name: float(fraction) for name, fraction in (item.split("=") for item in args.plant)}
+    iterations = {name: int(count) for name, count in (item.split("=") for item in args.plant_iterations)}
     stack = start_stack()
     try:
-        figures = measure_all(stack, paths, args.rounds, plant)
+        figures = measure_all(stack, paths, args.rounds, plant, iterations)
     finally:
         stack.stop()
     if args.json:

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import httpx
-from tests.support.clients import AUTH
-from tests.support.stack import VENV_BIN, start_stack
 
+from harness.clients import AUTH
+from harness.stack import VENV_BIN, start_stack
 from tenk.stack import free_port, wait_http_ok
 
 

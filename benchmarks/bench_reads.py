@@ -26,16 +26,17 @@ import sys
 import tempfile
 import urllib.parse
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from tests.support.clients import SEARCH_LIMITS_OFF
 
 from benchmarks._common import API_CPU, LOAD_CPU, VENV_BIN, run_wrk, serve_pinned, start_process, stop
+from harness.clients import SEARCH_LIMITS_OFF
 from tenk.lab.documents import LoadFigures, ServerSample
 from tenk.lab.measuring.bottleneck import attribute
-from tenk.lab.measuring.sampling import TreeSampler, listener_pid
+from tenk.lab.measuring.sampling import TreeSampler, server_pid
 from tenk.settings import Settings
 from tenk.stack import free_port
 from tenk.stack.seed import COMMON_WORD, held_out_search_queries, search_queries
@@ -248,12 +249,11 @@ def _warm(case: Case, base: str, workdir: Path, args: argparse.Namespace) -> Non
 
 
 def _dependencies(settings: Settings) -> dict[str, int]:
-    """The Postgres and Redis the API talks to, by the PID listening on their ports, so the sampler
+    """The Postgres and Redis the API talks to, by the PID serving their ports or sockets, so the sampler
     can say whose CPU a ceiling was (they share CPU 1 with wrk on this 2-core machine)."""
     found = {}
     for role, url in (("postgres", settings.resolved_database_url), ("redis", settings.resolved_redis_url)):
-        port = urllib.parse.urlsplit(url).port
-        if port and (pid := listener_pid(port)):
+        if pid := server_pid(url):
             found[role] = pid
     return found
 
@@ -346,19 +346,44 @@ def _misses_note(case: Case, runs: list[dict[str, float | str]]) -> str:
     return "" if lowest >= MIN_HIT_RATIO else f" (NOT a figure: {lowest:.0%} in-process hits)"
 
 
+@dataclass(frozen=True)
+class ProbeRatio:
+    numerator: str
+    denominator: str
+    goal: float
+    rounds: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rounds)
+
+
+def probe_ratios(by_case: Mapping[str, Sequence[Mapping[str, float | str]]]) -> list[ProbeRatio]:
+    """Each probe ratio per round (both sides measured minutes apart, in the same round), for the pairs
+    measured; what the run prints, and what docs/results.md shows of a committed `--json` file."""
+    return [
+        ProbeRatio(
+            numerator,
+            denominator,
+            goal,
+            tuple(
+                float(top["rps"]) / float(bottom["rps"])
+                for top, bottom in zip(by_case[numerator], by_case[denominator], strict=True)
+            ),
+        )
+        for numerator, denominator, goal in PROBE_RATIOS
+        if numerator in by_case and denominator in by_case
+    ]
+
+
 def _print_probe(by_case: dict[str, list[dict[str, float | str]]]) -> None:
-    """Each probe ratio per round (both sides measured minutes apart, in the same round), and the median."""
-    for numerator, denominator, goal in PROBE_RATIOS:
-        if numerator not in by_case or denominator not in by_case:
-            continue
-        ratios = [
-            float(top["rps"]) / float(bottom["rps"])
-            for top, bottom in zip(by_case[numerator], by_case[denominator], strict=True)
-        ]
-        rounds = ", ".join(f"{r:.2f}" for r in ratios)
-        median = statistics.median(ratios)
-        verdict = "meets" if median >= goal else "falls short of"
-        print(f"\n{numerator} / {denominator}: {median:.2f}x (rounds {rounds}); {verdict} the goal {goal:g}x")
+    for ratio in probe_ratios(by_case):
+        rounds = ", ".join(f"{r:.2f}" for r in ratio.rounds)
+        verdict = "meets" if ratio.median >= ratio.goal else "falls short of"
+        print(
+            f"\n{ratio.numerator} / {ratio.denominator}: {ratio.median:.2f}x (rounds {rounds}); "
+            f"{verdict} the goal {ratio.goal:g}x"
+        )
 
 
 def main() -> None:

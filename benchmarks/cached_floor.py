@@ -3,7 +3,7 @@
 Issue 27 asks for the cached product read at 0.85x a bare ASGI hello under the same server. `app` below is
 the least such a read must do, written as one function: match the path and parse the id, find the bytes in
 a dict, draw a request id and echo it, set the log's context variable, and time the request into the
-latency histogram (without its lock, as `tenk.ops.metrics` writes it). It has no lane, no service, no LRU,
+latency histogram (without its lock, as `tenk.platform.metrics` writes it). It has no lane, no service, no LRU,
 no hit counter, no key policy and no error handling: a floor, not an app. Each round serves the hello, then
 this floor, one granian process on CPU 0 and wrk on CPU 1 (64 connections, ids drawn from 1..10,000), as
 `bench_reads --probe` does; the medians and the floor's ratio to the hello are printed.

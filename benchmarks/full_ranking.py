@@ -14,7 +14,7 @@ import asyncpg
 from fastapi import FastAPI
 
 from tenk.app import create_app as create_tenk_app
-from tenk.edge import TenkAPI
+from tenk.platform.edge import TenkAPI
 from tenk.search.queries import RANK_ALL_MATCHES
 from tenk.search.service import SearchService
 from tenk.settings import Settings

@@ -11,10 +11,10 @@ import asyncpg
 from fastapi import Depends, FastAPI, Request
 from starlette.responses import Response
 
-from tenk.connections import create_pg_pool
-from tenk.errors import error_response, install_error_handlers
 from tenk.ingest import codec, queries
-from tenk.ops.auth import require_writer
+from tenk.platform.auth import require_writer
+from tenk.platform.connections import create_pg_pool, pg_pool_options
+from tenk.platform.errors import error_response, install_error_handlers
 from tenk.settings import Settings
 
 
@@ -23,7 +23,7 @@ def create_app() -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.pg = await create_pg_pool(settings)
+        app.state.pg = await create_pg_pool(settings.resolved_database_url, **pg_pool_options(settings))
         try:
             yield
         finally:

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from tests.support.clients import SEARCH_LIMITS_OFF
 
 from benchmarks._common import LOAD_CPU, VENV_BIN, serve_pinned, start_process, stop
+from harness.clients import SEARCH_LIMITS_OFF
 
 CLIENTS = 16
 FIRST_CLIENT_ADDRESS = 10  # 127.0.0.10 onwards: any 127/8 address is the loopback on Linux

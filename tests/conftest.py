@@ -15,6 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.deadlines import deadline_s, timed_start
+from harness.redis_sentinel import LocalRedisSentinel
+from harness.stack import (
+    VENV_BIN,
+    Stack,
+    _short_tmp,
+    _started_on_fresh_ports,
+    own_stack,
+    start_stack,
+)
 from tenk.app import create_app
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
 from tenk.settings import Settings
@@ -23,18 +33,8 @@ from tenk.stack import (
     start_http_server,
 )
 from tenk.stack.redis_cluster import LocalRedisCluster, free_cluster_ports
-from tenk.stack.redis_sentinel import LocalRedisSentinel
 from tests.support.inprocess import app_in_process
 from tests.support.servers import ServerProcess
-from tests.support.stack import (
-    SERVER_START_S,
-    VENV_BIN,
-    Stack,
-    _short_tmp,
-    _started_on_fresh_ports,
-    own_stack,
-    start_stack,
-)
 
 # The PgBouncer fixtures, shared by the stack and ingest pooler tests.
 pytest_plugins = ["tests.stack.pgbouncer", "tests.support.workers"]
@@ -114,21 +114,25 @@ def app_client_factory() -> Callable[[Settings], AbstractAsyncContextManager[htt
 
 @pytest.fixture
 def spawn_api(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    """Start real `tenk serve` processes (one per call) against a stack; all are stopped after the test."""
+    """Start real `tenk serve` processes (one per call) against a stack, serving `app` (a factory, module:callable);
+    all are stopped after the test."""
     started: list[ServerProcess] = []
 
-    def spawn(stack: Stack, server: str = "uvicorn", workers: int = 1, **env: str) -> ServerProcess:
-        spawned, base_url = start_http_server(
-            "tenk serve",
-            lambda port: [
-                str(VENV_BIN / "tenk"),
-                "serve",
-                *("--server", server, "--port", str(port), "--workers", str(workers)),
-            ],
-            lambda port: tmp_path / f"api-{port}.log",
-            timeout=SERVER_START_S,
-            env=stack.env(**env),
-        )
+    def spawn(
+        stack: Stack, server: str = "uvicorn", workers: int = 1, app: str = "tenk.app:create_app", **env: str
+    ) -> ServerProcess:
+        with timed_start():
+            spawned, base_url = start_http_server(
+                "tenk serve",
+                lambda port: [
+                    str(VENV_BIN / "tenk"),
+                    "serve",
+                    *("--server", server, "--port", str(port), "--workers", str(workers), "--app", app),
+                ],
+                lambda port: tmp_path / f"api-{port}.log",
+                timeout=deadline_s(),
+                env=stack.env(**env),
+            )
         started.append(ServerProcess(base_url, spawned))
         return started[-1]
 
@@ -146,7 +150,9 @@ def spawn_api(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
 def mock_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockUpstreamProcess]:
     """A real `tenk mock-upstream` process for the module, at zero delay."""
     log = tmp_path_factory.mktemp("mock") / "mock.log"
-    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1) as process:
+    with timed_start():
+        process = start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=log, seed=1, timeout_s=deadline_s())
+    with process:
         yield process
 
 

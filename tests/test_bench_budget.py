@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.support.stack import VENV_BIN
+from harness.stack import VENV_BIN
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,6 +21,9 @@ def _gate(*extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*argv, "--check", *extra], capture_output=True, text=True, timeout=600)
 
 
+# Five callgrind runs in all (the plant is sized from three: without the loop, and at two sizes); on a
+# loaded machine they outlast the suite's default timeout.
+@pytest.mark.timeout(1200)
 def test_the_gate_passes_the_cached_hit_as_it_is_and_fails_it_15_percent_slower() -> None:
     as_is = _gate()
     assert as_is.returncode == 0, as_is.stdout + as_is.stderr[-2000:]

@@ -6,9 +6,9 @@ import asyncpg
 import orjson
 from benchmarks.full_ranking import FullRankingSearch, create_app
 
+from harness.stack import Stack
 from tenk.search.queries import RANK_ALL_MATCHES
 from tests.support.inprocess import app_in_process
-from tests.support.stack import Stack
 
 
 async def test_the_full_ranking_app_answers_search_with_the_full_ranking(stack: Stack) -> None:

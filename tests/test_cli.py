@@ -7,9 +7,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+from harness.stack import VENV_BIN
 from tenk.stack import free_port
 from tests.stack.dev_runs import ignore_sigint
-from tests.support.stack import VENV_BIN
 
 # Enough rows that seeding takes seconds, so that the signal lands mid-seed: 300k took about 4 s here.
 PRODUCTS = "300000"

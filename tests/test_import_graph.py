@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).parents[1] / "src"
+# tenk-doctor's source root, a distribution of its own (packages/tenk-doctor): tenk.doctor under it.
+DOCTOR_SRC = SRC.parent / "packages" / "tenk-doctor" / "src"
 
 
 @dataclass(frozen=True)
@@ -151,10 +155,12 @@ def describe(graph: dict[str, dict[str, Import]], cycle: list[str], src: Path, p
     return " -> ".join(cycle) + "\n" + "\n".join(steps)
 
 
-def test_no_module_of_tenk_imports_itself_through_others() -> None:
-    graph = import_graph(SRC, "tenk")
+@pytest.mark.parametrize("src", [SRC, DOCTOR_SRC], ids=["tenk", "tenk-doctor"])
+def test_no_module_of_tenk_imports_itself_through_others(src: Path) -> None:
+    graph = import_graph(src, "tenk")
+    assert graph
     found = [
-        describe(graph, shortest_cycle(graph, tangle), SRC, "tenk") + f"\n  in a tangle of {sorted(tangle)}"
+        describe(graph, shortest_cycle(graph, tangle), src, "tenk") + f"\n  in a tangle of {sorted(tangle)}"
         for tangle in tangles(graph)
     ]
     assert not found, "import cycles (deferred and TYPE_CHECKING imports count):\n" + "\n".join(found)

@@ -18,10 +18,11 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import VENV_BIN, Stack, own_stack
 from tenk.lab.targets.mock_upstream import Profile, start_mock_upstream
 from tenk.stack import start_http_server
-from tests.support.clients import AUTH
-from tests.support.stack import VENV_BIN, Stack, own_stack
 
 # Per operation; TENK_FUZZ_EXAMPLES=300 for a deeper run by hand.
 EXAMPLES = int(os.environ.get("TENK_FUZZ_EXAMPLES", "40"))
@@ -40,13 +41,15 @@ def fuzz_stack() -> Iterator[Stack]:
 def live_api(fuzz_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir = Path(tmp_path_factory.mktemp("fuzz"))
     # The real vendor at zero delay: /quotes must be judged on its input, not on a missing dependency.
-    with start_mock_upstream(Profile(p50_ms=0, p99_ms=0), log=workdir / "mock.log", seed=1) as vendor:
+    with start_mock_upstream(
+        Profile(p50_ms=0, p99_ms=0), log=workdir / "mock.log", seed=1, timeout_s=deadline_s()
+    ) as vendor:
         # Another port if the free one is taken before the server binds it.
         server, base_url = start_http_server(
             "tenk serve",
             lambda port: [str(VENV_BIN / "tenk"), "serve", "--server", "uvicorn", "--port", str(port)],
             lambda port: workdir / f"api-{port}.log",
-            timeout=30,
+            timeout=deadline_s(),
             env=fuzz_stack.env(TENK_UPSTREAM_URL=vendor.url),
         )
         try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 from pydantic import ValidationError
@@ -35,9 +34,13 @@ class _Commands(click.Group):
     hdrhistogram) are the `lab` extra, which a service install (the image) leaves out."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), "lab"])
+        return sorted([*super().list_commands(ctx), "doctor", "lab"])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name == "doctor":
+            from tenk.doctor.cli import command
+
+            return command
         if cmd_name != "lab":
             return super().get_command(ctx, cmd_name)
         try:
@@ -300,44 +303,6 @@ def worker(name: str | None) -> None:
     configure_logging(settings.log_level)
     setup_tracing("tenk-worker", settings.ops)
     run_worker(settings, name)
-
-
-@main.command()
-@click.argument("target")
-@click.option(
-    "--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default="text", show_default=True
-)
-@click.option(
-    "--fail-on",
-    type=click.Choice(["warning", "error"]),
-    default="warning",
-    show_default=True,
-    help="Exit 1 when a finding of this severity or worse is found.",
-)
-@click.option("--depth", type=click.IntRange(min=0), default=None, help="Calls followed into helpers [default: 4].")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here, not stdout.")
-@click.option(
-    "--ladder",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write a `tenk lab run` ladder measuring each configuration fix (needs TARGET as module:app).",
-)
-@click.option("--patched", default=None, help="module:app of a fixed copy: the ladder gets a rung against it.")
-@click.option("--mix", default=None, help="The ladder's mix (default: the app's GET routes, written beside it).")
-def doctor(
-    target: str,
-    output_format: str,
-    fail_on: str,
-    depth: int | None,
-    output: Path | None,
-    ladder: Path | None,
-    patched: str | None,
-    mix: str | None,
-) -> None:
-    """Find the studies' anti-patterns in a FastAPI or Starlette app (a path, or module:app), statically."""
-    from tenk.doctor.cli import run
-
-    sys.exit(run(target, output_format, fail_on, depth, output, ladder, patched, mix))  # type: ignore[arg-type]
 
 
 @main.command("mock-upstream")

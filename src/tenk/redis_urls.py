@@ -1,6 +1,6 @@
 """What a TENK_REDIS_URL names: one server, a Redis Cluster, or the master that sentinels name.
 
-A leaf, parsing text only: the settings check the URL with it at load time, and `tenk.connections`
+A leaf, parsing text only: the settings check the URL with it at load time, and `tenk.platform.connections`
 builds the client from the same parse.
 """
 

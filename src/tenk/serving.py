@@ -82,6 +82,9 @@ def server_argv(
             log_level,
             "--timeout-graceful-shutdown",
             "10",
+            # Its X-Forwarded-For handling trusts 127.0.0.1 by default; tenk's edge resolves the client
+            # itself, from TENK_TRUSTED_PROXIES, as under every server (`tenk.ops.forwarded`).
+            "--no-proxy-headers",
         ]
         argv += [] if access_log else ["--no-access-log"]
         return [*argv, *(["--factory"] if factory else [])]

@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tenk.catalog.settings import CatalogSettings
 from tenk.ingest.settings import IngestSettings
-from tenk.ops.settings import OpsSettings
+from tenk.ops.settings import Networks, OpsSettings
 from tenk.redis_urls import is_sentinel_url, parse_sentinel_url
 from tenk.search.settings import SearchSettings
 from tenk.upstream.settings import UpstreamSettings
@@ -31,20 +31,22 @@ ServerName = Literal["granian", "uvicorn", "gunicorn"]
 
 class DatabaseSettings(BaseModel):
     url: str = Field(
-        "", description="Postgres DSN. Empty: the embedded server started by `tenk up`, as its app role `tenk`."
+        "",
+        description="Postgres DSN. Empty: the embedded server started by `tenk up`, as its app role `tenk`, "
+        "through its private Unix socket.",
     )
     embedded_port: int = Field(
         # Below the range Linux hands out to outgoing connections (32768-60999), which could hold it.
         25432,
-        description="Port of the embedded Postgres.",
+        description="Port of the embedded Postgres, and of its socket's name; tenk's own clients use the socket.",
     )
     embedded_shared_buffers: str = Field(
         "auto",
         pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB))$",
         description="shared_buffers of the embedded Postgres, taken at start. `auto`: a quarter of the "
         "machine's memory (or its cgroup's limit), within 128MB-16GB, as Postgres's docs advise for a "
-        "dedicated server. Search at 1M products reads about 1.6 GB: 256MB served 1,810 searches/s at "
-        "p99 57.5 ms where 2GB served 1,916 at p99 44.6.",
+        "dedicated server. Search at 1M products reads more than a small setting holds, and then serves "
+        "fewer searches at a longer p99 (docs/results.md#2026-11-26-search-throughput).",
     )
     pool_min: int = Field(4, ge=1, description="asyncpg pool: connections kept open per API process.")
     pool_max: int = Field(16, ge=1, description="asyncpg pool: most connections per API process.")
@@ -82,11 +84,14 @@ class DatabaseSettings(BaseModel):
 class RedisSettings(BaseModel):
     url: str = Field(
         "",
-        description="Redis URL: `redis://` one server, `redis+cluster://[:password@]host:port,host:port` a Redis "
-        "Cluster (>= 7, or Valkey), `redis+sentinel://[:password@]host:port,host:port/<service>[?db=N]` the "
-        "master that Sentinel names for <service>. Empty: the embedded server started by `tenk up`.",
+        description="Redis URL: `redis://` (or `unix://<socket path>`) one server, "
+        "`redis+cluster://[:password@]host:port,host:port` a Redis Cluster (>= 7, or Valkey), "
+        "`redis+sentinel://[:password@]host:port,host:port/<service>[?db=N]` the master that Sentinel names "
+        "for <service>. Empty: the embedded server started by `tenk up`, through its private Unix socket.",
     )
-    embedded_port: int = Field(63799, description="Port of the embedded Redis.")
+    embedded_port: int = Field(
+        63799, description="Port of the embedded Redis; tenk's own clients use its Unix socket instead."
+    )
     pool_max: int = Field(64, ge=1, description="Most Redis connections per API process.")
     timeout_s: float = Field(0.25, gt=0, description="Redis socket timeout; Redis is a cache, fail fast.")
 
@@ -169,8 +174,24 @@ class Settings(BaseSettings):
         "dependency solving; false: every request through FastAPI (same answers, byte for byte).",
     )
 
+    stock_paths: bool = Field(
+        False,
+        description="Serve through the libraries' own public paths only: FastAPI's routing (no hot lane), "
+        "`asyncpg.create_pool`, redis-py's `BlockingConnectionPool`, prometheus_client's own metric updates. "
+        "Slower, and safe on any version of them; tenk also takes these on its own for a library installed "
+        "outside the versions its fast paths are tested on (docs/operations.md).",
+    )
+
     access_log: bool = Field(False, description="Log one JSON line per request.")
     log_level: str = Field("INFO", description="Root log level.")
+
+    trusted_proxies: Networks = Field(
+        default_factory=list,
+        description="Comma-separated networks (CIDR) of the proxies in front of tenk whose X-Forwarded-For is "
+        "believed. From a peer in them, the client is the right-most address in that header not in them (the "
+        "left-most is whatever the client wrote): what anonymous search's budget, the access log and the "
+        "trace-context trust key on. From any other peer the header is ignored. Empty: the peer is the client.",
+    )
 
     host: str = Field("127.0.0.1", description="`tenk serve` bind address.")
     port: int = Field(8000, description="`tenk serve` port; with `tenk up --topology cluster`, HAProxy's.")

@@ -8,9 +8,9 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
+from harness.stack import Stack
 from tenk.catalog.service import CatalogService
 from tenk.catalog.settings import CatalogSettings
-from tests.support.stack import Stack
 
 
 @pytest.fixture

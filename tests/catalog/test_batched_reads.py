@@ -14,13 +14,29 @@ import pytest
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from tenk.catalog import keys, queries
-from tenk.catalog.batched_reads import batched_lookups, batched_rows
-from tenk.connections import create_redis
+from harness.stack import Stack
+from tenk.catalog import queries
+from tenk.catalog.service import PRODUCTS
+from tenk.platform.connections import create_redis, redis_options
+from tenk.platform.readthrough import Row
+from tenk.platform.readthrough._reads import Lookup
+from tenk.platform.readthrough._reads import batched_lookups as lookups_of
+from tenk.platform.readthrough._reads import batched_rows as rows_of
+from tenk.platform.turn_batch import TurnBatch
 from tenk.settings import Settings
-from tests.support.stack import Stack
+from tests.catalog import keys
 
 CONCURRENT = 50
+
+
+def batched_rows(pool: asyncpg.Pool) -> TurnBatch[int, Row]:
+    """Product rows by id, batched per event-loop turn as the catalog's cache reads them."""
+    return rows_of(pool, PRODUCTS.load_one, PRODUCTS.load_many, PRODUCTS.metrics.db_batch_size.observe)
+
+
+def batched_lookups(redis: Redis) -> TurnBatch[int, Lookup]:
+    """Product lookups in Redis, batched per event-loop turn as the catalog's cache makes them."""
+    return lookups_of(redis, PRODUCTS.keys, PRODUCTS.metrics.redis_batch_size.observe)
 
 
 def _batches(to: str = "db") -> tuple[float, float]:
@@ -81,7 +97,8 @@ async def test_concurrent_uncached_requests_share_postgres_queries(
 
 @pytest.fixture
 async def redis(stack: Stack) -> AsyncIterator[Redis]:
-    client = create_redis(stack.settings())
+    settings = stack.settings()
+    client = create_redis(settings.resolved_redis_url, **redis_options(settings))
     try:
         yield client
     finally:

@@ -14,14 +14,14 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from tenk.catalog import keys
-from tenk.connections import redis_from_url
+from harness.clients import AUTH
+from harness.stack import Stack
+from tenk.platform.connections import redis_from_url
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
+from tests.catalog import keys
 from tests.catalog.test_invalidation import ack_timeouts
-from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.cluster

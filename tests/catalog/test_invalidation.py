@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.support.clients import AUTH
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
 
 # A local TTL far longer than the test: seeing the new value can only come from the invalidation.
@@ -114,6 +115,8 @@ def test_a_write_waits_for_a_stopped_process_only_as_long_as_the_ack_timeout(
             assert seen in (original["stock"], new_stock)
             return bool(seen == new_stock)
 
-        eventually_blocking(thawed_serves_the_new_row, 10, "the thawed process to serve the new row", every=0.01)
+        eventually_blocking(
+            thawed_serves_the_new_row, deadline_s(), "the thawed process to serve the new row", every=0.01
+        )
         for _ in range(20):
             assert http.get(stopped.base_url + product_url).json()["stock"] == new_stock

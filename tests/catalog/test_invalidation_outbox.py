@@ -16,12 +16,12 @@ import pytest
 import redis as redis_sync
 from redis.exceptions import OutOfMemoryError
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.app import create_app
-from tenk.catalog import keys
 from tenk.catalog.service import CatalogService
-from tests.support.clients import AUTH
+from tests.catalog import keys
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
 
 # A local TTL far longer than the test: seeing the new value can only come from the invalidation.

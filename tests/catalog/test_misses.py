@@ -8,11 +8,11 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.catalog.service import CatalogService
 from tenk.catalog.settings import CatalogSettings
 from tenk.settings import Settings
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 
 HOT = range(1, 51)
 # TTLs far longer than the test, so that a hot entry can leave the LRU only by eviction.

@@ -15,11 +15,11 @@ import signal
 import asyncpg
 from prometheus_client import REGISTRY
 
+from harness.stack import Stack
 from tenk.app import create_app
 from tenk.catalog.service import CatalogService
-from tenk.resilience import BreakerState
+from tenk.platform.resilience import BreakerState
 from tests.support.inprocess import app_in_process
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 DEADLINE_S = 30.0
@@ -31,7 +31,7 @@ async def test_redis_hits_resume_after_postgres_fails_under_the_half_open_redis_
     app = create_app(private_stack.settings(catalog={"local_cache": False}))  # every read asks Redis
     async with app_in_process(app) as http:
         catalog: CatalogService = app.state.catalog
-        # The ids below are past the catalogue, which is a 404 at once (tenk.catalog.ceiling): as if they were in
+        # The ids below are past the catalogue, which is a 404 at once (the id ceiling): as if they were in
         # range, so that each is a miss that asks Redis and Postgres.
         catalog.ceiling.raise_to(2**63 - 1)
         assert (await http.get("/products/1")).status_code == 200  # now in Redis
@@ -93,7 +93,7 @@ async def test_postgres_down_under_a_redis_miss_is_not_a_redis_failure_and_selec
     app = create_app(private_stack.settings(catalog={"local_cache": False}))
     async with app_in_process(app) as http:
         catalog: CatalogService = app.state.catalog
-        # The ids below are past the catalogue, which is a 404 at once (tenk.catalog.ceiling): as if they were in
+        # The ids below are past the catalogue, which is a 404 at once (the id ceiling): as if they were in
         # range, so that each is a miss that asks Redis and Postgres.
         catalog.ceiling.raise_to(2**63 - 1)
         assert (await http.get("/products/1")).status_code == 200

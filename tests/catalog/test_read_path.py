@@ -3,13 +3,17 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import orjson
 import pytest
 from redis.asyncio import Redis
 
-from tenk.catalog import keys
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.catalog.service import CatalogService
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
+from tenk.platform.readthrough import Row
+from tenk.platform.readthrough._keys import FILL_IF_UNCHANGED
+from tenk.platform.turn_batch import TurnBatch
+from tests.catalog import keys
 
 
 async def test_a_burst_of_200_misses_on_one_key_costs_one_select(
@@ -65,7 +69,7 @@ async def test_a_fill_from_before_a_write_never_lands_in_redis(stack: Stack) -> 
     """The race cache-aside usually loses: read old row, writer commits and deletes, reader sets old row."""
     redis = Redis.from_url(stack.redis.url)
     try:
-        fill = redis.register_script(keys.FILL_IF_UNCHANGED)
+        fill = redis.register_script(FILL_IF_UNCHANGED)
         product_key, generation_key = keys.product_key(1999), keys.generation_key(1999)
         await redis.delete(product_key, generation_key)
         seen_generation = ""  # the reader saw no generation before its SELECT
@@ -121,3 +125,40 @@ async def test_product_listing_walks_every_product_once(client: httpx.AsyncClien
             break
     assert len(seen) == len(set(seen))
     assert set(range(1, 2001)) <= set(seen)
+
+
+async def test_a_read_after_an_invalidation_never_joins_a_load_begun_before_it(
+    counted_service: tuple[CatalogService, list[str]], stack: Stack
+) -> None:
+    """A load that read the row before a write may still be waiting (a Redis fill, a lagging replica):
+    a read that comes after the invalidation must get the new row, not that load's old one."""
+    service, _ = counted_service
+    product_id = 1357
+    redis = Redis.from_url(stack.redis.url)
+    try:
+        await redis.delete(keys.product_key(product_id))
+    finally:
+        await redis.aclose()
+    read_the_old_row, release = asyncio.Event(), asyncio.Event()
+    rows = service.rows
+
+    async def first_read_held_after_reading(pid: int) -> Row:
+        row = await rows.get(pid)
+        if not read_the_old_row.is_set():
+            read_the_old_row.set()
+            await release.wait()
+        return row
+
+    service.rows = TurnBatch(first_read_held_after_reading, None, lambda _: None)
+    first = asyncio.create_task(service.product_reply(product_id))
+    await read_the_old_row.wait()
+    new_stock = await service.pg.fetchval(
+        "UPDATE products SET stock = stock + 1 WHERE id = $1 RETURNING stock", product_id
+    )
+    await service.invalidate(product_id)
+    second = asyncio.create_task(service.product_reply(product_id))
+    release.set()
+    old, new = await asyncio.gather(first, second)
+    assert orjson.loads(old.body)["stock"] == new_stock - 1  # began before the write: may be old
+    assert orjson.loads(new.body)["stock"] == new_stock
+    assert orjson.loads((await service.product_reply(product_id)).body)["stock"] == new_stock

@@ -7,10 +7,10 @@ from contextlib import AbstractAsyncContextManager
 import httpx
 from redis.asyncio import Redis
 
-from tenk.catalog import keys
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.settings import Settings
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
+from tests.catalog import keys
 from tests.support.waiting import eventually
 
 INVALIDATED_WITHIN_S = 60.0

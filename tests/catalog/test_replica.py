@@ -16,15 +16,15 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.app import create_app
-from tenk.catalog import keys, metrics
 from tenk.catalog.service import CatalogService
 from tenk.search.service import SearchService
 from tenk.stack import start_on_free_port
 from tenk.stack.pg_replica import LocalPgReplica
-from tests.support.clients import AUTH
+from tests.catalog import keys, metrics
 from tests.support.inprocess import app_in_process
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.cluster

@@ -155,8 +155,15 @@ def test_ports_agree_across_apis_workers_balancer_and_prometheus(rendered: dict[
         env = _env(services[name])
         port = int(env["TENK_PORT"])
         assert _port_of(env["HEALTHCHECK_URL"]) == port
-        assert f"{name}:{port}" in targets["tenk-api"]
+        # /metrics on a port of its own, scraped there; nginx forwards to the traffic port alone.
+        metrics_port = int(env["TENK_METRICS_PORT"])
+        assert metrics_port != port
+        assert targets["tenk-api"].count(f"{name}:{metrics_port}") == 1
+        assert not any(
+            target.startswith(f"{name}:") and target != f"{name}:{metrics_port}" for target in targets["tenk-api"]
+        )
         assert f"server {name}:{port}" in nginx
+        assert f"{name}:{metrics_port}" not in nginx
         assert _port_of(env["TENK_UPSTREAM_URL"]) == int(services["mock-upstream"]["command"][-1])
     for name in ("worker-1", "worker-2"):
         env = _env(services[name])

@@ -19,13 +19,14 @@ import pytest
 import redis
 import yaml
 
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.stack import free_port
 from tenk.stack._ports import wait_listening
 from tenk.stack.migrate import migrate
 from tenk.stack.postgres import _bin_dir
 from tenk.stack.redis import redis_server_path
 from tests.deploy.test_compose import COMPOSE, service_script
-from tests.support.stack import SERVER_START_S, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT_SQL = ROOT / "deploy" / "postgres" / "initdb" / "10-app-role.sql"
@@ -48,7 +49,7 @@ def _run_script(service: str, env: dict[str, str], **kwargs: Any) -> subprocess.
 
 def _refusal(service: str, env: dict[str, str]) -> str:
     done = _run_script(service, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = done.communicate(timeout=SERVER_START_S)
+    out, err = done.communicate(timeout=deadline_s())
     assert done.returncode != 0, out
     assert b"started" not in out
     return err.decode()
@@ -77,7 +78,7 @@ def test_the_services_start_with_their_secrets(tmp_path: Path) -> None:
     given = {"POSTGRES_PASSWORD": "p" * 24, "APP_DB_PASSWORD": "a" * 24, "VALKEY_PASSWORD": "v" * 24}
     for service in ("postgres", "valkey"):
         started = _run_script(service, {**path, **given}, stdout=subprocess.PIPE)
-        assert started.communicate(timeout=SERVER_START_S)[0] == b"started\n", service
+        assert started.communicate(timeout=deadline_s())[0] == b"started\n", service
     # Grafana's entrypoint is /run.sh: the stand-in takes its place.
     script = service_script(SERVICES["grafana"]).replace("exec /run.sh", "exec docker-entrypoint.sh")
     done = subprocess.run(
@@ -98,11 +99,11 @@ def valkey(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, str]]
     )
     server = _run_script("valkey", {**path, "VALKEY_PASSWORD": password}, stdout=subprocess.DEVNULL)
     try:
-        wait_listening(server, port, SERVER_START_S, "valkey")
+        wait_listening(server, port, deadline_s(), "valkey")
         yield server, port, password
     finally:
         server.terminate()
-        server.wait(SERVER_START_S)
+        server.wait(deadline_s())
 
 
 def test_valkey_answers_only_with_its_password_which_no_command_line_shows(
@@ -126,7 +127,7 @@ def _run_init_sql(stack: Stack, database: str, env: dict[str, str]) -> subproces
     argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(pg.port), "-U", pg.superuser, "--no-psqlrc"]
     argv += ["--no-password", "-v", "ON_ERROR_STOP=1", "--dbname", database, "-f", str(INIT_SQL)]
     full_env = {**os.environ, "PGPASSWORD": pg.superuser_password, **env}
-    return subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=SERVER_START_S)
+    return subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=deadline_s())
 
 
 @pytest.fixture

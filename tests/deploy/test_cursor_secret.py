@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.deadlines import deadline_s
+from harness.stack import VENV_BIN, Stack
 from tests.support.servers import ServerProcess
-from tests.support.stack import SERVER_START_S, VENV_BIN, Stack
 
 
 def test_a_cursor_from_one_replica_pages_on_another(
@@ -42,7 +43,7 @@ def test_a_deployment_without_its_secrets_refuses_to_start(
 ) -> None:
     env = stack.env(TENK_DATA_DIR=str(tmp_path), TENK_DEV_FALLBACK="false", **missing)
     done = subprocess.run(
-        [str(VENV_BIN / "tenk"), *command], env=env, capture_output=True, text=True, timeout=SERVER_START_S
+        [str(VENV_BIN / "tenk"), *command], env=env, capture_output=True, text=True, timeout=deadline_s()
     )
     assert done.returncode != 0
     assert named in done.stderr

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.stack import free_port, wait_http_ok
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDAH = shutil.which("buildah")
@@ -160,7 +160,8 @@ def test_image_runs_as_non_root_with_a_health_check_and_no_build_tools(image: st
 
 def test_image_serves_the_api_and_its_health_check_passes(stack: Stack, container: str) -> None:
     port = free_port()
-    env = {key: value for key, value in stack.env().items() if key.startswith("TENK_")}
+    # In the container, this machine's sockets are out of sight: the stores over their ports.
+    env = {key: value for key, value in stack.env_over_tcp().items() if key.startswith("TENK_")}
     env.update(
         {"TENK_PORT": str(port), "TENK_DATA_DIR": "/tmp/tenk", "HEALTHCHECK_URL": f"http://127.0.0.1:{port}/health"}
     )
@@ -187,7 +188,8 @@ def test_image_serves_the_api_and_its_health_check_passes(stack: Stack, containe
 
 def test_image_runs_the_worker_and_the_mock_upstream(stack: Stack, container: str) -> None:
     metrics_port, mock_port = free_port(), free_port()
-    env = {key: value for key, value in stack.env().items() if key.startswith("TENK_")}
+    # In the container, this machine's sockets are out of sight: the stores over their ports.
+    env = {key: value for key, value in stack.env_over_tcp().items() if key.startswith("TENK_")}
     env["TENK_INGEST_METRICS_PORT"] = str(metrics_port)
     worker = _run_in(container, "tenk", "worker", "--name", "image-test", env=env)
     mock = _run_in(container, "tenk", "mock-upstream", "--port", str(mock_port))

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, wait_http_ok
 from tests.deploy.promql import (
@@ -30,9 +32,7 @@ from tests.deploy.promql import (
     unexported,
 )
 from tests.ingest.streams import event
-from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
 from tests.support.workers import SpawnWorker
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tenk.cli import main
 from tenk.lab.errors import LabError
-from tenk.lab.plan import make_plan
+from tenk.lab.results.plan import make_plan
 from tests.deploy.rungs import REALISTIC
 
 

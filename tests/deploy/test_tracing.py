@@ -14,6 +14,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import codec, keys
 from tenk.ingest.tracelinks import SPAN_NAME
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
@@ -22,8 +25,6 @@ from tenk.ops.settings import OpsSettings
 from tenk.ops.tracing import app_factory, install_trace_ids_in_logs, setup_tracing
 from tests.deploy.otlp import Receiver, Span, receiving
 from tests.ingest.streams import count_rows, event
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually, eventually_blocking
 from tests.support.workers import SpawnWorker
 
@@ -61,7 +62,7 @@ def test_requests_hot_lane_included_trace_postgres_redis_cache_and_upstream(
     assert httpx.get(api.base_url + "/quotes/MSFT").status_code == 200
     assert httpx.post(api.base_url + "/events", json=event("trace-test"), headers=AUTH).status_code == 202
 
-    product = eventually_blocking(lambda: receiver.trace_of("/products/1777"), 30, "the product read's trace")
+    product = eventually_blocking(lambda: receiver.trace_of("/products/1777"), deadline_s(), "the product read's trace")
     root = next(s for s in product if s.kind == 2)
     assert root.service == "tenk-api"
     assert "cache.lookup" in root.events
@@ -84,7 +85,7 @@ def test_requests_hot_lane_included_trace_postgres_redis_cache_and_upstream(
         30,
         "the upstream call's client span under GET /quotes",
     )
-    assert eventually_blocking(lambda: receiver.trace_of("/events"), 30, "the POST /events server span")
+    assert eventually_blocking(lambda: receiver.trace_of("/events"), deadline_s(), "the POST /events server span")
     # The producer's batched XADD runs in its own task, outside the request: its span is a trace of its own
     # (the request's context travels in the stream entry instead: see the link tests below).
     eventually_blocking(
@@ -148,7 +149,9 @@ def test_the_write_of_an_event_links_to_the_request_span_that_accepted_it(
     worker = spawn_worker(stack, "link-worker", **_traced(receiver))
     response = httpx.post(api.base_url + "/events", json=event("link-one"), headers=AUTH)
     assert response.status_code == 202
-    [accept] = eventually_blocking(lambda: _server_spans(receiver, "/events"), 30, "the POST /events server span")
+    [accept] = eventually_blocking(
+        lambda: _server_spans(receiver, "/events"), deadline_s(), "the POST /events server span"
+    )
     [write] = eventually_blocking(
         lambda: _linking_to(receiver, accept), 60, lambda: f"a write span linked to the accept\n{worker.log_tail()}"
     )
@@ -275,7 +278,9 @@ async def test_a_reclaimed_entry_still_links_to_its_original_accept(
         held: list[Any] = [entry_id for _, stream_entries in _pairs(reply) for entry_id, _ in stream_entries]
         assert held
         await redis.xclaim(keys.STREAM, keys.GROUP, "ghost", 0, held, idle=600_000)
-        [accept] = await eventually(lambda: _server_spans(receiver, "/events"), 30, "the POST /events server span")
+        [accept] = await eventually(
+            lambda: _server_spans(receiver, "/events"), deadline_s(), "the POST /events server span"
+        )
         worker = spawn_worker(
             stack, "link-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200", **_traced(receiver)
         )
@@ -288,7 +293,7 @@ async def test_a_reclaimed_entry_still_links_to_its_original_accept(
             consumers = await redis.xinfo_consumers(keys.STREAM, keys.GROUP)
             return all(c["pending"] == 0 for c in consumers if c["name"] in ("ghost", b"ghost"))
 
-        await eventually(ghost_holds_nothing, 30, "the ghost's entries to be claimed")
+        await eventually(ghost_holds_nothing, deadline_s(), "the ghost's entries to be claimed")
         await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost")
     finally:
         await redis.aclose()

@@ -14,8 +14,9 @@ SOURCE = Path(tenk.__file__).parent
 def test_naive_blocking_blocks_the_loop_in_its_async_dependency_through_the_data_layer() -> None:
     report = diagnose(f"{BASELINES}.naive_blocking:app")
     blocking = [f for f in report.findings if f.rule == "blocking-call"]
-    assert [(f.path.name, f.chain[0].function) for f in blocking] == [("blocking_io.py", "_db_on_the_loop")]
-    assert "psycopg.connect" in blocking[0].message
+    assert {(f.path.name, f.chain[0].function) for f in blocking} == {("blocking_io.py", "_db_on_the_loop")}
+    # Its two ways to a connection: the shared sync pool (typed through `Resources.pool`), or a new one.
+    assert {callee(f) for f in blocking} == {"psycopg_pool.ConnectionPool().connection", "psycopg.connect"}
     per_request = {callee(f) for f in report.findings if f.rule == "per-request-client"}
     assert per_request == {"psycopg.connect", "redis.Redis.from_url", "httpx.Client"}
 
@@ -28,13 +29,16 @@ def test_naive_async_builds_its_connection_redis_pool_and_vendor_client_per_requ
         "redis.asyncio.ConnectionPool.from_url",
         "httpx.AsyncClient",
     }
-    assert sum(f.rule == "double-validation" for f in report.findings) >= 5
+    # Its routes return the models they build, which pydantic 2 (tenk's lock) does not validate again.
+    assert not [f for f in report.findings if f.rule == "double-validation"]
+    assert report.versions.packages["pydantic"].source == "uv.lock"
 
 
 def test_naive_sync_holds_pool_threads_on_its_sync_clients() -> None:
     report = diagnose(f"{BASELINES}.naive_sync:app")
-    sync = {callee(f) for f in report.findings if f.rule == "sync-route"}
-    assert {"psycopg.connect", "psycopg.Connection().commit", "httpx.Client().get", "redis.Redis().get"} <= sync
+    (note,) = [f for f in report.findings if f.rule == "sync-route"]
+    assert all(f"{client} (" in note.message for client in ("psycopg", "httpx.Client", "redis.Redis"))
+    assert len(note.related) >= 3
 
 
 def test_tenk_service_yields_nothing() -> None:

@@ -8,8 +8,8 @@ import asyncpg
 import httpx
 from redis.asyncio import Redis
 
+from harness.clients import AUTH
 from tenk.ingest import keys
-from tests.support.clients import AUTH
 
 # Ingest on the local Redis Cluster (the `cluster` tests) is split into this many stream shards.
 CLUSTER_SHARDS = 3

@@ -8,10 +8,10 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 
+from harness.clients import AUTH, stored_id
+from harness.stack import Stack
 from tenk.ingest import keys
 from tests.ingest.streams import event
-from tests.support.clients import AUTH, stored_id
-from tests.support.stack import Stack
 
 
 async def _stream_length(stack: Stack) -> int:

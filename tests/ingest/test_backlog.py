@@ -10,11 +10,12 @@ from typing import Any
 import httpx
 from redis.asyncio import Redis
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import keys
 from tenk.settings import Settings
 from tests.ingest.streams import post_until_refused
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -64,7 +65,7 @@ async def _fill_past_the_byte_cap_then_drain(
             stats = (await client.get("/ingest/stats", headers=AUTH)).json()
             return bool(stats["backlog"] == 1 and stats["rows_written"] == accepted - 1)
 
-        await eventually(drained, 30, f"{accepted - 1} rows written")
+        await eventually(drained, deadline_s(), f"{accepted - 1} rows written")
         # Acknowledged by exactly the bytes that were added, and gone from memory although trimming is stuck.
         assert (await client.get("/ingest/stats", headers=AUTH)).json()["backlog_bytes"] == len(stuck[keys.FIELD])
         left: Any = await redis.xrange(keys.STREAM)
@@ -99,14 +100,14 @@ async def _corrupt_then_heal(client: httpx.AsyncClient, stack: Stack, spawn_work
             response = await client.post("/events", json=one, headers=AUTH)
             return response.status_code == 503
 
-        await eventually(refusing, 10, "the inflated counter to stop ingestion")
+        await eventually(refusing, deadline_s(), "the inflated counter to stop ingestion")
         spawn_worker(stack, "healer", TENK_INGEST_RECONCILE_EVERY_MS="200")
 
         async def accepting() -> bool:
             response = await client.post("/events", json=one, headers=AUTH)
             return response.status_code == 202
 
-        await eventually(accepting, 30, "the counter to heal and ingestion to resume")
+        await eventually(accepting, deadline_s(), "the counter to heal and ingestion to resume")
         stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         assert stats["reconciled"] >= 1
         assert stats["backlog"] < 1000

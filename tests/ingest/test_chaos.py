@@ -13,10 +13,11 @@ import asyncpg
 import httpx
 import pytest
 
+from harness.clients import AUTH, stored_id
+from harness.deadlines import deadline_s
+from harness.stack import Stack, _short_tmp, start_stack
 from tests.ingest.streams import count_rows
-from tests.support.clients import AUTH, stored_id
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack, _short_tmp, start_stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker, WorkerProcess
 
@@ -188,7 +189,7 @@ async def test_nothing_lost_and_nothing_duplicated_through_crashes_and_restarts(
     assert dead == 0
     print("chaos:", "; ".join(log))
     async with httpx.AsyncClient(base_url=api.base_url, timeout=5) as client:
-        await eventually(lambda: _drained(client), 20, "the backlog to reach zero")
+        await eventually(lambda: _drained(client), deadline_s(), "the backlog to reach zero")
 
 
 def _restart_postgres(stack: Stack) -> None:

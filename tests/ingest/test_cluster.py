@@ -14,16 +14,17 @@ import psutil
 import pytest
 import redis
 
-from tenk.connections import connect_redis, redis_from_url
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import keys
 from tenk.ingest.codec import parse_one
 from tenk.ingest.producer import StreamProducer
-from tenk.outages import REDIS_DOWN
+from tenk.platform.connections import connect_redis, redis_from_url
+from tenk.platform.outages import REDIS_DOWN
 from tenk.settings import Settings
 from tenk.stack.redis_cluster import LocalRedisCluster
 from tests.ingest.streams import CLUSTER_SHARDS, count_rows
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -118,7 +119,7 @@ async def test_three_shards_keep_each_source_in_one_stream_in_order_and_land_eve
         assert await _distinct_seqs_of(stack, run) == SOURCES * PER_SOURCE
 
         drained = _stats_say(client, lambda s: s["backlog"] == 0 and s["rows_written"] == SOURCES * PER_SOURCE)
-        await eventually(drained, 30, "the backlog of every shard to drain")
+        await eventually(drained, deadline_s(), "the backlog of every shard to drain")
 
 
 async def test_a_killed_workers_entries_on_every_shard_are_claimed_and_written(
@@ -140,7 +141,7 @@ async def test_a_killed_workers_entries_on_every_shard_are_claimed_and_written(
         await _post_all(client, run)
 
         all_held = _stats_say(client, lambda s: s["lag"] == 0 and s["pending"] == SOURCES * PER_SOURCE)
-        await eventually(all_held, 30, "the doomed worker to hold every event")
+        await eventually(all_held, deadline_s(), "the doomed worker to hold every event")
         doomed.kill()
         assert await _rows_of(stack, run) == 0
 
@@ -151,7 +152,7 @@ async def test_a_killed_workers_entries_on_every_shard_are_claimed_and_written(
 
         await eventually(all_written, 60, "the heir to claim and write every shard's entries")
 
-        await eventually(_stats_say(client, lambda s: s["backlog"] == 0), 30, "the backlog to drain")
+        await eventually(_stats_say(client, lambda s: s["backlog"] == 0), deadline_s(), "the backlog to drain")
 
 
 def _accepts(client: httpx.AsyncClient, batch: list[dict[str, object]]) -> Callable[[], Awaitable[bool]]:
@@ -196,7 +197,7 @@ async def test_replicated_durability_answers_202_only_once_a_replica_has_the_eve
             assert answer.json()["error"]["code"] == "not_replicated"
             assert answer.headers["retry-after"] == "1"
 
-        await eventually(_accepts(client, _batch(run, 3)), 30, "a 202 once the replicas are back", every=0.3)
+        await eventually(_accepts(client, _batch(run, 3)), deadline_s(), "a 202 once the replicas are back", every=0.3)
 
 
 async def test_a_replicated_append_whose_connection_drops_during_wait_is_never_acknowledged(

@@ -17,14 +17,15 @@ import asyncpg
 import httpx
 import pytest
 
+from harness.clients import AUTH, stored_id
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import keys
 from tenk.stack.pgbouncer import LocalPgBouncer
 from tenk.stack.redis_cluster import LocalRedisCluster
 from tests.ingest.test_chaos import SENDERS, Sender, _kill_mid_flush
 from tests.stack.pgbouncer import pooled_env
-from tests.support.clients import AUTH, stored_id
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -141,14 +142,14 @@ async def _chaos_run(
         async def in_flight() -> bool:
             return sender.dispatched >= resumed_at + SENDERS * BATCH
 
-        await eventually(in_flight, 30, "the senders to resume", every=0.001)
+        await eventually(in_flight, deadline_s(), "the senders to resume", every=0.001)
         await asyncio.to_thread(redis_cluster.kill, master)
         await asyncio.to_thread(redis_cluster.take_over, replica)
 
         async def promoted() -> bool:
             return await asyncio.to_thread(redis_cluster.role, replica) == "master"
 
-        await eventually(promoted, 30, f"the replica on {replica} to become master")
+        await eventually(promoted, deadline_s(), f"the replica on {replica} to become master")
         # Until the old master is back as the new one's replica, WAIT finds no replica there: under
         # `replicated` that shard answers 503 not_replicated, and the senders retry.
         await asyncio.to_thread(redis_cluster.member(master).start)
@@ -196,7 +197,7 @@ async def _chaos_run(
         outcome = Outcome(
             stored, await _copies_of(stack, stored), await _dead_letters_of(stack, stored), accepted_per_s, log
         )
-        await eventually(drained, 30, "the backlog of every shard to reach zero")
+        await eventually(drained, deadline_s(), "the backlog of every shard to reach zero")
         assert workers[1].process.poll() is None, workers[1].log_tail()
     log.append(f"{len(outcome.missing)} lost, in {time.monotonic() - started:.1f}s")
     print("cluster chaos:", "; ".join(log))

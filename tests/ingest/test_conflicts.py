@@ -11,10 +11,11 @@ import asyncpg
 import httpx
 import pytest
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import VENV_BIN, Stack
 from tenk.stack import Spawned, start_http_server
 from tests.ingest.streams import count_rows, event
-from tests.support.clients import AUTH
-from tests.support.stack import VENV_BIN, Stack
 from tests.support.waiting import eventually
 
 
@@ -72,7 +73,7 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
     async def written() -> bool:
         return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 1
 
-    await eventually(written, 15, "the original event")
+    await eventually(written, deadline_s(), "the original event")
     later = [
         original,  # the same event again: a no-op
         event(source, first_id, v="impostor"),  # the same id, other content: a conflict
@@ -89,7 +90,7 @@ async def test_a_reused_event_id_with_another_payload_is_dead_lettered_as_a_conf
         stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         return bool(stats["backlog"] == 0 and stats["conflicts"] == conflicts_before + 2)
 
-    await eventually(settled, 15, "two conflicts counted")
+    await eventually(settled, deadline_s(), "two conflicts counted")
     [(reason, entry)] = await _dead_letters(stack, stored_first)
     assert reason == "conflict"
     assert b'"impostor"' in entry

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from harness.stack import Stack, fresh_database
 from tenk.ingest import dead_letters, queries
 from tenk.stack.migrate import migrate
-from tests.support.stack import Stack, fresh_database
 
 
 @pytest.fixture

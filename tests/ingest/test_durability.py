@@ -11,9 +11,9 @@ import pytest
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 
+from harness.stack import Stack
 from tenk.settings import Settings
 from tenk.stack import EmbeddedRedis, start_on_free_port
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 

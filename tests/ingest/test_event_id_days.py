@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.stack import Stack, fresh_database
 from tenk.ingest import codec, partitions, queries
 from tenk.ingest.writer import PostgresWriter
 from tenk.stack.migrate import migrate
-from tests.support.stack import Stack, fresh_database
 
 PARTITIONS = 400
 ROWS = 200

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncpg
 
+from harness.stack import Stack, fresh_database
 from tenk.ingest import codec, queries
 from tenk.stack.migrate import migrate
-from tests.support.stack import Stack, fresh_database
 
 STORED = 300_000
 BATCH = 1_000

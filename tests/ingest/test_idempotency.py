@@ -13,10 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.settings import Settings
 from tests.ingest.streams import count_rows
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -61,7 +62,7 @@ async def _retry_twice(client: httpx.AsyncClient, stack: Stack, source: str) -> 
         rows = await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source)
         return rows == 7 and (await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0
 
-    await eventually(stored, 15, "7 rows: each retried event once")
+    await eventually(stored, deadline_s(), "7 rows: each retried event once")
     for event_id in [*ids, one[0]]:
         assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = $1", uuid.UUID(event_id))
     dead = await count_rows(stack.pg.url, "SELECT count(*) FROM ingest_dead_letters WHERE event_id = ANY($1)", ids)
@@ -88,7 +89,9 @@ async def test_an_invalid_idempotency_key_is_refused_naming_the_header(client: h
 # runs the append the API gave up on (a command already sent is executed: the client's FIN comes after it).
 API_REDIS_TIMEOUT_S = 0.2
 # Long enough that the 503 (one timeout after the POST) comes while Redis is still stalled, which the test
-# asserts rather than assumes; short of Redis's lua-time-limit (5 s), past which it would answer BUSY.
+# asserts rather than assumes. It is Redis's CPU time, which a loaded machine stretches on the wall clock
+# past Redis's lua-time-limit (5 s), after which Redis would answer BUSY instead of queueing the append: the
+# test lifts that limit to its own deadline while the script runs.
 STALL_S = 1.5
 # A busy Lua script: Redis is single-threaded, so nothing else runs until it returns. This is what an fsync
 # stall, a slow command or a fork does to a real Redis; CLIENT PAUSE would not do, because Redis drops a
@@ -109,15 +112,14 @@ return 1
 """
 
 
-async def _stalled(url: str) -> bool:
-    probe = aioredis.from_url(url, socket_timeout=API_REDIS_TIMEOUT_S / 4)
+async def _stalled(probe: aioredis.Redis) -> bool:
+    """Whether a PING on `probe`'s open connection times out. Opened before the stall: over a Unix socket
+    redis-py reports a handshake that times out as a ConnectionError, which a Redis that is down raises too."""
     try:
         await probe.ping()
         return False
     except redis.exceptions.TimeoutError:
         return True
-    finally:
-        await probe.aclose(close_connection_pool=True)
 
 
 @pytest.mark.parametrize("retry_by", ["idempotency-key", "own-event-ids"])
@@ -153,32 +155,41 @@ async def _timed_out_then_retried(
     warm = {"source": f"{source}-warm", "ts": "2026-01-02T03:04:05Z", "payload": {}}
     assert (await client.post("/events", json=warm, headers=AUTH)).status_code == 202
 
-    admin = aioredis.from_url(stack.redis.url)
+    # No socket timeout (redis-py's default is 5 s): the script stalls Redis for STALL_S of its own CPU, which
+    # on a loaded machine takes longer than that on the wall clock.
+    admin = aioredis.from_url(stack.redis.url, socket_timeout=None)
+    probe = aioredis.from_url(stack.redis.url, socket_timeout=API_REDIS_TIMEOUT_S / 4)
+    busy_limit = (await admin.config_get("lua-time-limit"))["lua-time-limit"]
+    assert busy_limit is not None
     try:
+        await admin.config_set("lua-time-limit", int(deadline_s() * 1000))
+        assert await probe.ping()
         stall = asyncio.ensure_future(admin.eval(_STALL, 0, int(STALL_S * 1_000_000)))
-        await eventually(lambda: _stalled(stack.redis.url), 10, "Redis stalled by the busy script")
+        await eventually(lambda: _stalled(probe), deadline_s(), "Redis stalled by the busy script")
         first = await client.post("/events/batch", json=events, headers=headers)
         assert first.status_code == 503, first.text
         assert "Retry-After" in first.headers
         assert not stall.done(), "the 503 must come while Redis is stalled, or the scenario is not the item's"
         await stall
     finally:
+        await admin.config_set("lua-time-limit", busy_limit)
+        await probe.aclose(close_connection_pool=True)
         await admin.aclose(close_connection_pool=True)
 
     async def first_attempt_stored() -> bool:
         return await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 3
 
     # The scenario: the client was told 503, yet the append ran and the worker stored the events.
-    await eventually(first_attempt_stored, 30, "the events of the request that got 503")
+    await eventually(first_attempt_stored, deadline_s(), "the events of the request that got 503")
 
     async def retried() -> httpx.Response | None:
         response = await client.post("/events/batch", json=events, headers=headers)
         return response if response.status_code == 202 else None
 
-    retry = await eventually(retried, 30, "a 202 for the retry")
+    retry = await eventually(retried, deadline_s(), "a 202 for the retry")
 
     async def drained() -> bool:
         return bool((await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0)
 
-    await eventually(drained, 30, "the retry's events through the worker")
+    await eventually(drained, deadline_s(), "the retry's events through the worker")
     return list(retry.json()["ids"])

@@ -10,9 +10,9 @@ from datetime import UTC, date, datetime, timedelta
 import asyncpg
 import pytest
 
+from harness.stack import Stack
 from tenk.ingest import partitions
 from tenk.stack.migrate import CREATE_LEDGER, bundled_migrations, migrate
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -26,7 +26,7 @@ async def unpartitioned(stack: Stack) -> AsyncIterator[str]:
     # Creating a database is the superuser's; the app's role owns it, as it owns the application database.
     admin = await asyncpg.connect(stack.pg.superuser_url)
     await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
-    dsn = stack.pg.url.rsplit("/", 1)[0] + "/" + name
+    dsn = stack.pg.url_for(name)
     conn = await asyncpg.connect(dsn)
     try:
         await conn.execute(CREATE_LEDGER)

@@ -8,11 +8,11 @@ import httpx
 import psutil
 import pytest
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.stack.pgbouncer import LocalPgBouncer
 from tests.ingest.streams import count_rows, event
-from tests.stack.pgbouncer import pooled_env
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
+from tests.stack.pgbouncer import pooled_env_over_tcp
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -33,7 +33,7 @@ async def test_events_through_the_pooler_land_exactly_once(
     # Small flushes on both writer connections, so that many transactions interleave on the pooler's
     # few server connections: a staging table kept per connection, or a named prepared statement,
     # would be missing on the next one.
-    worker = spawn_worker(stack, "w-pooled", TENK_INGEST_BATCH="100", **pooled_env(stack, bouncer))
+    worker = spawn_worker(stack, "w-pooled", TENK_INGEST_BATCH="100", **pooled_env_over_tcp(stack, bouncer))
     source = f"pooled-{uuid.uuid4().hex[:8]}"
     ids = [str(uuid.uuid4()) for _ in range(EVENTS)]
     client = pooled_client

@@ -9,10 +9,11 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.settings import Settings
 from tests.ingest.streams import count_rows, event, post_until_refused
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -46,12 +47,12 @@ async def _fill_then_drain(client: httpx.AsyncClient, stack: Stack) -> None:
         rows = await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = 'pg-down'")
         return rows == accepted
 
-    await eventually(drained, 30, f"{accepted} rows after Postgres came back")
+    await eventually(drained, deadline_s(), f"{accepted} rows after Postgres came back")
 
     async def accepting() -> bool:
         response = await client.post("/events", json=event("pg-down-after"), headers=AUTH)
         return response.status_code == 202
 
-    await eventually(accepting, 5, "POST /events to accept again")
+    await eventually(accepting, deadline_s(), "POST /events to accept again")
     stats = (await client.get("/ingest/stats", headers=AUTH)).json()
     assert stats["dead_letters"] == 0

@@ -11,10 +11,10 @@ import asyncpg
 import orjson
 import pytest
 
+from harness.stack import Stack
 from tenk.ingest import codec
 from tenk.ingest.writer import PostgresWriter, SchemaMissing
 from tests.ingest.streams import event
-from tests.support.stack import Stack
 
 SCHEMA_WAIT_S = 0.5
 
@@ -26,7 +26,7 @@ async def unmigrated(stack: Stack) -> AsyncIterator[str]:
     admin = await asyncpg.connect(stack.pg.superuser_url)
     await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
     try:
-        yield stack.pg.url.rsplit("/", 1)[0] + "/" + name
+        yield stack.pg.url_for(name)
     finally:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await admin.close()

@@ -11,13 +11,14 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from tenk.catalog import keys as catalog_keys
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.redis_sentinel import LocalRedisSentinel
+from harness.stack import Stack
 from tenk.ingest import keys
 from tenk.settings import Settings
-from tenk.stack.redis_sentinel import LocalRedisSentinel
+from tests.catalog import keys as catalog_keys
 from tests.ingest.streams import event
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -52,7 +53,9 @@ async def test_products_and_events_are_read_and_written_through_a_sentinel_url(
             product = await client.get("/products/7")
             assert product.status_code == 200, product.text
             # Cached in the master the sentinels name.
-            await eventually(lambda: master.exists(catalog_keys.product_key(7)), 10, "product 7 cached in the master")
+            await eventually(
+                lambda: master.exists(catalog_keys.product_key(7)), deadline_s(), "product 7 cached in the master"
+            )
             patched = await client.patch("/products/7", json={"stock": product.json()["stock"] + 1}, headers=AUTH)
             assert patched.status_code == 200, patched.text
             assert (await client.get("/products/7")).json()["stock"] == product.json()["stock"] + 1
@@ -82,7 +85,9 @@ async def test_after_a_failover_the_api_serves_again_and_writes_go_to_the_new_ma
 
         # Pooled connections to the old master meet READONLY once (a 503); the next ones ask the sentinels.
         after = event(f"{run}-after")
-        await eventually(_answers(client, "POST", "/events", 202, json=after, headers=AUTH), 30, "a 202 after failover")
+        await eventually(
+            _answers(client, "POST", "/events", 202, json=after, headers=AUTH), deadline_s(), "a 202 after failover"
+        )
         stock = before["stock"] + 5
         await eventually(
             _answers(client, "PATCH", "/products/8", 200, json={"stock": stock}, headers=AUTH), 30, "a PATCH"

@@ -8,11 +8,12 @@ from contextlib import AbstractAsyncContextManager
 import httpx
 from redis.asyncio import Redis
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import keys
 from tenk.settings import Settings
 from tests.ingest.streams import count_rows, event
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -58,7 +59,7 @@ async def test_events_accepted_on_four_shards_all_land_after_everything_restarts
             stats = (await client.get("/ingest/stats", headers=AUTH)).json()
             return (stats["backlog"], stats["dead_letters"]) if stats["backlog"] == 0 else None
 
-        assert await eventually(drained, 30, "the backlog to reach zero") == (0, 0)
+        assert await eventually(drained, deadline_s(), "the backlog to reach zero") == (0, 0)
 
 
 async def test_a_running_worker_starts_reading_the_shards_an_api_adds_later(

@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
+from harness.deadlines import deadline_s
+from harness.stack import Stack, fresh_database
 from tenk.ingest import codec
 from tenk.ingest.writer import PostgresWriter
 from tenk.stack.migrate import migrate
-from tests.support.stack import Stack, fresh_database
 from tests.support.waiting import eventually
 
 NOON = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
@@ -139,8 +140,8 @@ async def test_a_duplicate_committed_while_the_copy_waits_sends_the_batch_the_st
                 )
                 return bool(waiting)
 
-            # The flush's first step is one query on an idle machine; 30 s covers a busy one many times.
-            await eventually(copy_waits, 30, "the straight COPY to wait on the other flush's row")
+            # The flush's first step is one query on an idle machine; the deadline covers a busy one.
+            await eventually(copy_waits, deadline_s(), "the straight COPY to wait on the other flush's row")
         finally:
             await watcher.close()
         await transaction.commit()

@@ -18,14 +18,14 @@ import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.clients import AUTH, TEST_API_KEY
+from harness.stack import Stack
 from tenk.ingest import codec
 from tenk.ingest.schemas import MAX_PAYLOAD_BYTES
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
 from tests.ingest.streams import event
-from tests.support.clients import AUTH, TEST_API_KEY
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 

@@ -11,10 +11,11 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 
+from harness.clients import AUTH
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import codec, keys
 from tests.ingest.streams import add_entries, count_rows, event
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -65,13 +66,13 @@ async def test_an_entry_deleted_while_a_dead_consumer_held_it_does_not_sink_the_
         async def landed() -> bool:
             return await _rows(stack, "wk-vanish-claim") == 5
 
-        await eventually(landed, 20, "the 5 entries that still exist")
+        await eventually(landed, deadline_s(), "the 5 entries that still exist")
 
         async def forgotten() -> bool:
             stats = await _stats(client)
             return not await _still_pending(redis, ids) and stats["vanished"] == vanished_before + 1
 
-        await eventually(forgotten, 10, "the deleted entry to be acknowledged and counted")
+        await eventually(forgotten, deadline_s(), "the deleted entry to be acknowledged and counted")
         await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost-vanish")
     finally:
         await redis.aclose()
@@ -91,12 +92,12 @@ async def test_an_entry_deleted_while_pending_does_not_sink_the_replayed_batch(
         async def landed() -> bool:
             return await _rows(stack, "wk-vanish-replay") == 4
 
-        await eventually(landed, 20, "the 4 entries that still exist")
+        await eventually(landed, deadline_s(), "the 4 entries that still exist")
 
         async def forgotten() -> bool:
             stats = await _stats(client)
             return not await _still_pending(redis, ids) and stats["vanished"] == vanished_before + 2
 
-        await eventually(forgotten, 10, "the deleted entries to be acknowledged and counted")
+        await eventually(forgotten, deadline_s(), "the deleted entries to be acknowledged and counted")
     finally:
         await redis.aclose()

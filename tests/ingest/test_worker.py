@@ -11,10 +11,11 @@ import httpx
 import orjson
 from redis.asyncio import Redis
 
+from harness.clients import AUTH, stored_id
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest import codec, keys
 from tests.ingest.streams import add_entries, count_rows, event
-from tests.support.clients import AUTH, stored_id
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -35,7 +36,7 @@ async def test_accepted_events_are_written_and_read_back(
     async def landed() -> bool:
         return await _rows(stack, "wk-read") == 7
 
-    await eventually(landed, 15, "7 rows")
+    await eventually(landed, deadline_s(), "7 rows")
     one = (await client.get(f"/events/{events[3]['event_id']}", headers=AUTH)).json()
     assert one["payload"] == {"i": 3, "text": awkward}
     assert one["ts"].startswith("2026-01-02T03:04:05.123456")
@@ -63,7 +64,7 @@ async def test_the_same_ids_posted_twice_leave_one_row_each(
         stats = (await client.get("/ingest/stats", headers=AUTH)).json()
         return stats["backlog"] == 0 and await _rows(stack, "wk-dupes") == 50
 
-    await eventually(drained, 15, "the backlog to drain")
+    await eventually(drained, deadline_s(), "the backlog to drain")
     dead = await count_rows(stack.pg.url, "SELECT count(*) FROM ingest_dead_letters WHERE entry LIKE '%wk-dupes%'")
     assert dead == 0
 
@@ -86,8 +87,10 @@ async def test_a_poison_event_goes_to_the_dead_letter_table_and_the_rest_land(
     async def landed() -> bool:
         return await _rows(stack, "wk-poison") == 20
 
-    await eventually(landed, 15, "the 20 good rows")
-    reason = await eventually(lambda: fetch_reason(stack, poison_id), 5, "the poison event in the dead-letter table")
+    await eventually(landed, deadline_s(), "the 20 good rows")
+    reason = await eventually(
+        lambda: fetch_reason(stack, poison_id), deadline_s(), "the poison event in the dead-letter table"
+    )
     assert "invalid input syntax for type json" in reason
     assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE event_id = $1", uuid.UUID(poison_id)) == 0
     stats = (await client.get("/ingest/stats", headers=AUTH)).json()
@@ -116,7 +119,7 @@ async def test_the_flush_timer_fires_while_a_read_is_blocked(
 ) -> None:
     # A read blocks for 20 s and a batch needs 10,000 events: only the timer can flush these three.
     spawn_worker(stack, "w-timer", TENK_INGEST_BLOCK_MS="20000", TENK_INGEST_BATCH="10000", TENK_INGEST_FLUSH_MS="200")
-    await eventually(lambda: _consumer_exists("w-timer", stack), 10, "the worker to join the group")
+    await eventually(lambda: _consumer_exists("w-timer", stack), deadline_s(), "the worker to join the group")
     await _until_blocked(stack)
     sent = time.monotonic()
     events = [event("wk-timer", str(uuid.uuid4())) for _ in range(3)]
@@ -125,7 +128,7 @@ async def test_the_flush_timer_fires_while_a_read_is_blocked(
     async def landed() -> bool:
         return await _rows(stack, "wk-timer") == 3
 
-    await eventually(landed, 10, "3 rows")
+    await eventually(landed, deadline_s(), "3 rows")
     assert time.monotonic() - sent < 5
 
 
@@ -138,7 +141,7 @@ async def _until_blocked(stack: Stack) -> None:
             clients = await redis.client_list()
             return any(c.get("cmd") == "xreadgroup" and "b" in c.get("flags", "") for c in clients)
 
-        await eventually(blocked, 10, "the worker's read to block in Redis")
+        await eventually(blocked, deadline_s(), "the worker's read to block in Redis")
     finally:
         await redis.aclose()
 
@@ -159,14 +162,14 @@ async def test_sigterm_flushes_what_the_worker_holds(
     worker = spawn_worker(
         stack, "w-sigterm", TENK_INGEST_BATCH="10000", TENK_INGEST_FLUSH_MS="600000", TENK_INGEST_BLOCK_MS="100"
     )
-    await eventually(lambda: _consumer_exists("w-sigterm", stack), 10, "the worker to join the group")
+    await eventually(lambda: _consumer_exists("w-sigterm", stack), deadline_s(), "the worker to join the group")
     events = [event("wk-sigterm", str(uuid.uuid4())) for _ in range(25)]
     assert (await client.post("/events/batch", json=events, headers=AUTH)).status_code == 202
 
     async def held() -> bool:
         return bool((await client.get("/ingest/stats", headers=AUTH)).json()["lag"] == 0)
 
-    await eventually(held, 10, "the worker to read the events")
+    await eventually(held, deadline_s(), "the worker to read the events")
     assert await _rows(stack, "wk-sigterm") == 0
     assert worker.terminate() == 0, worker.log_tail()
     assert await _rows(stack, "wk-sigterm") == 25
@@ -189,7 +192,7 @@ async def test_insert_mode_one_event_per_flush_writes_the_same_rows(
             and (await client.get("/ingest/stats", headers=AUTH)).json()["backlog"] == 0
         )
 
-    await eventually(landed, 15, "12 rows, each once")
+    await eventually(landed, deadline_s(), "12 rows, each once")
     one = (await client.get(f"/events/{events[5]['event_id']}", headers=AUTH)).json()
     assert one["payload"] == {"i": 5, "text": awkward}
 
@@ -208,7 +211,7 @@ async def test_an_entry_delivered_too_often_is_claimed_from_a_dead_consumer_and_
         assert ids
         await redis.xclaim(keys.STREAM, keys.GROUP, "ghost", 0, ids, idle=600_000, retrycount=50)
         spawn_worker(stack, "w-claim", TENK_INGEST_CLAIM_IDLE_MS="1000", TENK_INGEST_CLAIM_EVERY_MS="200")
-        reason = await eventually(lambda: fetch_reason(stack, event_id), 15, "the dead letter")
+        reason = await eventually(lambda: fetch_reason(stack, event_id), deadline_s(), "the dead letter")
         # 51 when the first claim dead-letters it; on a starved machine the worker can claim it from itself
         # again before its first claim is written (the test's claim idle is 1 s): seen once as 52.
         delivered = re.fullmatch(r"delivered (\d+) times", reason)
@@ -216,7 +219,7 @@ async def test_an_entry_delivered_too_often_is_claimed_from_a_dead_consumer_and_
         assert int(delivered.group(1)) > 50, reason
         assert await _rows(stack, "wk-ghost") == 0
         # Everything the ghost held (this entry and anything else it read) was taken over.
-        await eventually(lambda: _ghost_holds_nothing(redis), 10, "the ghost's entries to be claimed")
+        await eventually(lambda: _ghost_holds_nothing(redis), deadline_s(), "the ghost's entries to be claimed")
         await redis.xgroup_delconsumer(keys.STREAM, keys.GROUP, "ghost")
     finally:
         await redis.aclose()

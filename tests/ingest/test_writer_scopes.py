@@ -12,12 +12,13 @@ import asyncpg
 import httpx
 import pytest
 
+from harness.clients import TEST_API_KEY
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.ingest.writers import ANONYMOUS, scoped_id
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
 from tests.ingest.streams import count_rows, event
-from tests.support.clients import TEST_API_KEY
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 from tests.support.workers import SpawnWorker
 
@@ -44,7 +45,7 @@ async def _settled(client: httpx.AsyncClient, stack: Stack, source: str, rows: i
         stored = await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source)
         return stored == rows and (await client.get("/ingest/stats", headers=KEY_A)).json()["backlog"] == 0
 
-    await eventually(done, 30, f"{rows} rows of {source} and an empty backlog")
+    await eventually(done, deadline_s(), f"{rows} rows of {source} and an empty backlog")
 
 
 # access_log on sends the POSTs through FastAPI's routes; off, through the hot lane.
@@ -98,7 +99,7 @@ async def test_one_key_posting_one_id_twice_stores_it_once_and_other_content_is_
         async def dead_lettered(stored: str = stored_id) -> list[str]:
             return await _dead_letters(stack, [stored])
 
-        assert await eventually(dead_lettered, 30, "the conflict dead-lettered") == ["conflict"]
+        assert await eventually(dead_lettered, deadline_s(), "the conflict dead-lettered") == ["conflict"]
         assert await count_rows(stack.pg.url, "SELECT count(*) FROM events WHERE source = $1", source) == 1
         assert (await client.get(f"/events/{chosen}", headers=KEY_B)).json()["payload"] == {"v": "same"}
 

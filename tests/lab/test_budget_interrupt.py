@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tenk.lab.measuring.cpubudget import NoBudget, open_budget
+from tenk.lab.processes.cpubudget import NoBudget, open_budget
 from tests.support.waiting import eventually_blocking
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 
 from tenk.lab.documents import Results, load_results
 from tenk.lab.measuring.auto_budget import OperatingPoint, Probe, choose_budget
-from tenk.lab.measuring.cpubudget import CGROUP_ROOT, NoBudget, open_budget
+from tenk.lab.processes.cpubudget import CGROUP_ROOT, NoBudget, open_budget
 
 REPO = Path(__file__).resolve().parents[2]
 MIX = '[[endpoint]]\nname = "spin"\npath = "/spin"\nweight = 1\n'

@@ -15,11 +15,11 @@ import pytest
 
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.documents import LoadFigures, ServerSample
+from tenk.lab.driving import latency
 from tenk.lab.measuring.capacity import Measure, SearchPlan, next_rate, search
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.progress import QuietProgress
-from tenk.lab.measuring.runner import run_ladder
-from tenk.lab.results import latency
+from tenk.lab.results.record import run_ladder
 
 REPO = Path(__file__).resolve().parents[2]
 

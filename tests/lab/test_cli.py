@@ -13,7 +13,7 @@ from tenk.cli import main
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.errors import NotReadyError
 from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.runner import run_ladder
+from tenk.lab.results.record import run_ladder
 
 
 def test_mixes_lists_the_builtins() -> None:
@@ -70,8 +70,8 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
 
 
 def test_a_lab_error_is_a_command_line_error_never_an_http_one(tmp_path: Path) -> None:
-    from tenk.errors import TenkError
     from tenk.lab.errors import LabError
+    from tenk.platform.errors import TenkError
 
     assert not issubclass(LabError, TenkError)
     result = CliRunner().invoke(main, ["lab", "compare", str(tmp_path), str(tmp_path)])

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from harness.stack import free_port_run
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.runner import run_ladder
+from tenk.lab.results.record import run_ladder
 from tenk.stack import port_is_open
-from tests.support.stack import free_port_run
 
 pytestmark = pytest.mark.cluster
 TARGET_CPU = sorted(os.sched_getaffinity(0))[0]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from harness.stack import Stack
 from tenk.cli import main
 from tenk.lab.documents import (
     EndpointFigures,
@@ -26,13 +27,13 @@ from tenk.lab.documents import (
     Verdict,
     load_results,
 )
+from tenk.lab.driving import latency
 from tenk.lab.driving.k6 import k6_binary, segment_args
 from tenk.lab.errors import LabError
-from tenk.lab.results import latency
 from tenk.lab.results.compare import compare_rows, merge_results
+from tenk.lab.results.derivations import with_judgements
 from tenk.lab.results.markdown import markdown
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 
 
 def figures(requests: int, errors: int, rps: float, p99: float, dropped: int = 0) -> LoadFigures:
@@ -95,12 +96,16 @@ def test_segments_of_different_ladders_are_not_merged() -> None:
         merge_results([a, b])
 
 
-def test_compare_gives_per_rung_and_rung_to_rung_ratios() -> None:
-    a = result([("on", figures(1000, 0, 1000.0, 10.0)), ("off", figures(1000, 0, 500.0, 10.0))])
-    b = result([("on", figures(1000, 0, 1100.0, 10.0)), ("off", figures(1000, 0, 605.0, 10.0))])
-    first, second = compare_rows(a, b)
-    assert first["B/A"] == "1.100"
-    assert (second["A step"], second["B step"], second["step diff"]) == ("0.500x", "0.550x", "+10.0%")
+def test_compare_gives_each_sides_step_with_the_label_its_own_report_gives_it() -> None:
+    a = repeated([("on", [1000.0, 1010, 990, 1005, 995]), ("off", [500.0, 505, 495, 502, 498])])
+    b = repeated([("on", [1100.0, 1110, 1090, 1105, 1095]), ("off", [605.0, 610, 600, 607, 603])])
+    first, second = compare_rows(with_judgements(a), with_judgements(b))
+    assert first["B vs A"].startswith("better: 1.100x")
+    assert (first["A step"], first["B step"]) == ("-", "-")
+    assert second["A step"] == "-50\u00a0% [-51, -49]: worse"
+    assert second["B step"] == "-45\u00a0% [-46, -44]: worse"
+    [a_step] = [j for j in with_judgements(a).comparisons if j.new == "off"]
+    assert second["A step"].endswith(a_step.comparison.shown)
 
 
 @pytest.mark.slow
@@ -175,24 +180,29 @@ def write(tmp_path: Path, name: str, doc: Results) -> Path:
 
 
 def test_compare_labels_each_rung_with_the_test_behind_it() -> None:
-    a = repeated([("on", [1000.0, 1010.0, 990.0]), ("off", [500.0, 505.0, 495.0])])
-    b = repeated([("on", [1200.0, 1210.0, 1190.0]), ("off", [498.0, 507.0, 500.0])])
+    a = repeated([("on", [1000.0, 1010, 990, 1005, 995]), ("off", [500.0, 505, 495, 502, 498])])
+    b = repeated([("on", [1200.0, 1210, 1190, 1205, 1195]), ("off", [498.0, 507, 500, 503, 496])])
     first, second = compare_rows(a, b)
-    assert first["B vs A"].startswith("faster (1.200x")
+    assert first["B vs A"].startswith("better: 1.200x")
     assert second["B vs A"].startswith("no detectable change")
+    few = compare_rows(repeated([("on", [1000.0, 1010, 990])]), repeated([("on", [1200.0, 1210, 1190])]))
+    assert few[0]["B vs A"].startswith("inconclusive (n = 3 + 3: too few repeats to tell): 1.200x")
 
 
 def test_fail_on_regression_exits_non_zero_only_for_a_supported_regression(tmp_path: Path) -> None:
-    base = write(tmp_path, "base", repeated([("on", [1000.0, 1010.0, 990.0])]))
-    worse = write(tmp_path, "worse", repeated([("on", [900.0, 905.0, 895.0])]))
-    noisy = write(tmp_path, "noisy", repeated([("on", [800.0, 1000.0, 1200.0])]))
-    slight = write(tmp_path, "slight", repeated([("on", [980.0, 985.0, 975.0])]))
+    base = write(tmp_path, "base", repeated([("on", [1000.0, 1010, 990, 1005, 995])]))
+    worse = write(tmp_path, "worse", repeated([("on", [900.0, 905, 895, 902, 898])]))
+    noisy = write(tmp_path, "noisy", repeated([("on", [800.0, 1000, 1200, 900, 1100])]))
+    slight = write(tmp_path, "slight", repeated([("on", [980.0, 985, 975, 982, 978])]))
+    # Three repeats a side are too few to label anything worse: however far apart, no failure.
+    few = write(tmp_path, "few", repeated([("on", [1000.0, 1010, 990])]))
+    few_worse = write(tmp_path, "few-worse", repeated([("on", [500.0, 505, 495])]))
     runner = CliRunner()
     failed = runner.invoke(main, ["lab", "compare", str(base), str(worse), "--fail-on-regression", "5%"])
     assert failed.exit_code == 1, failed.output
-    assert "regression >= 5%: on: rps slower" in failed.output
-    for other in (noisy, slight):
-        passed = runner.invoke(main, ["lab", "compare", str(base), str(other), "--fail-on-regression", "5%"])
+    assert "regression >= 5%: on: rps worse: 0.900x" in failed.output
+    for one, other in ((base, noisy), (base, slight), (few, few_worse)):
+        passed = runner.invoke(main, ["lab", "compare", str(one), str(other), "--fail-on-regression", "5%"])
         assert passed.exit_code == 0, passed.output
 
 

@@ -11,14 +11,14 @@ import psutil
 import pytest
 
 from tenk.lab.errors import LabError
-from tenk.lab.measuring.cpubudget import (
+from tenk.lab.processes.cpubudget import (
     CpuBudget,
     NoBudget,
     check_budget_fits,
     open_budget,
     parse_millicores,
 )
-from tenk.lab.measuring.processes import READY_TIMEOUT_S, ready_timeout_s
+from tenk.lab.processes.servers import READY_TIMEOUT_S, ready_timeout_s
 
 BUSY_LOOP = "while True: pass"
 WINDOW_S = 2.0

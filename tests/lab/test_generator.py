@@ -12,10 +12,10 @@ import pytest
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.documents import LoadFigures
-from tenk.lab.driving.generator import GeneratorCost, generator_verdict, run_measured
+from tenk.lab.driving.generator import GeneratorCost, LoadRun, generator_environment, generator_verdict, run_measured
 from tenk.lab.driving.k6 import collected_inside_the_run, k6_environment, run_k6
 from tenk.lab.measuring.capacity import step_failures
-from tenk.lab.measuring.processes import ProcessSet, start_target
+from tenk.lab.processes.servers import ProcessSet, start_target
 
 REPO = Path(__file__).resolve().parents[2]
 GIB = 1024**3
@@ -35,6 +35,27 @@ def test_k6_collects_only_at_a_quarter_of_the_available_memory_and_streams_in_sm
     lab = k6_environment({"PATH": "/usr/bin"}, available_bytes=8 * GIB, TENK_LAB_BASE_URL="http://127.0.0.1:1")
     assert (lab["GOGC"], lab["GOMEMLIMIT"], lab["K6_CSV_SAVE_INTERVAL"]) == ("off", "2048MiB", "100ms")
     assert (lab["PATH"], lab["TENK_LAB_BASE_URL"]) == ("/usr/bin", "http://127.0.0.1:1")
+
+
+def test_generators_get_none_of_the_callers_secrets_only_the_labs_variables() -> None:
+    caller = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/lab",
+        "TENK_DATABASE_URL": "postgresql://tenk:secret@127.0.0.1/tenk",
+        "TENK_API_KEYS": "digest",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/home/lab/key.json",
+        "TENK_LAB_API_KEY": "the caller's, not this run's",
+        "LD_PRELOAD": "/tmp/x.so",
+        "K6_NO_USAGE_REPORT": "true",
+        "GODEBUG": "gctrace=1",
+    }
+    kept = {"PATH": "/usr/bin", "HOME": "/home/lab", "K6_NO_USAGE_REPORT": "true", "GODEBUG": "gctrace=1"}
+    assert generator_environment(caller, TENK_LAB_API_KEY="run") == {**kept, "TENK_LAB_API_KEY": "run"}
+    k6 = k6_environment(caller, available_bytes=8 * GIB, TENK_LAB_API_KEY="run")
+    assert {name: k6[name] for name in kept} == kept
+    assert set(k6) - set(kept) == {"TENK_LAB_API_KEY", "GOGC", "GOMEMLIMIT", "K6_CSV_SAVE_INTERVAL"}
+    assert k6["TENK_LAB_API_KEY"] == "run"
 
 
 def test_k6_on_a_small_machine_collects_at_five_times_its_live_heap_with_no_limit() -> None:
@@ -128,8 +149,10 @@ def _run_work(
         f"timeout_ms = {timeout_ms}\n"
     )
     figures, _ = run_k6(
-        load_mix(str(mix_path)), rate=rate, duration_s=duration_s, slo_ms=worst_ms, base_url=base_url, api_key="",
-        run_id="work", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+        LoadRun(
+            load_mix(str(mix_path)), rate=rate, duration_s=duration_s, slo_ms=worst_ms, base_url=base_url,
+            api_key="", run_id="work", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+        )
     )  # fmt: skip
     return figures
 

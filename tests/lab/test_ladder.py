@@ -135,6 +135,8 @@ factory = false
         ('\n[[rung]]\nlabel = "a"\n[[claim]]\ntext = "x"\nfrom_rung = "a"\nto_rung = "a"\n', None, "",
          "a claim needs a claimed_ratio, or an expect"),
         ('\n[[rung]]\nlabel = "a"\nredis_io_threads = -1\n', 9, "rung[1].redis_io_threads", "expected an integer >= 0"),
+        ('\n[[rung]]\nlabel = "a"\nrate = inf\n', 9, "rung[1].rate", "expected a finite number, got inf"),
+        ('\n[[rung]]\nlabel = "a"\nduration_s = nan\n', 9, "rung[1].duration_s", "expected a finite number"),
     ],
 )  # fmt: skip
 def test_malformed_ladders_name_file_line_and_key(
@@ -163,3 +165,53 @@ def test_command_line_overrides_apply_to_defaults(tmp_path: Path) -> None:
     ladder = load_ladder(path, {"target": "myapp.main:app", "factory": False, "mix": "ping"})
     assert all(r.config.target == "myapp.main:app" and r.config.mix == "ping" for r in ladder.rungs)
     assert [c.key for c in ladder.rungs[1].changes] == ["server"]
+
+
+def test_a_command_rung_starts_its_own_command_with_the_port_and_workers_filled_in(tmp_path: Path) -> None:
+    from tenk.lab.processes.servers import target_argv
+
+    ladder = load_ladder(
+        write(
+            tmp_path,
+            HEAD
+            + """
+[[rung]]
+label = "served by tenk"
+[[rung]]
+label = "its own server"
+command = ["python", "serve.py", "--port={port}", "--workers", "{workers}"]
+""",
+        )
+    )
+    served, own = ladder.rungs
+    assert [str(c) for c in own.changes] == [
+        "command: () -> ('python', 'serve.py', '--port={port}', '--workers', '{workers}')"
+    ]
+    assert target_argv(own.config, 8123, {}) == ["python", "serve.py", "--port=8123", "--workers", "1"]
+    assert "granian" in target_argv(served.config, 8123, {})[0]
+
+
+def test_what_should_bound_a_rung_is_an_expectation_not_a_variable(tmp_path: Path) -> None:
+    ladder = load_ladder(
+        write(
+            tmp_path,
+            HEAD.replace("rate = 100\n", 'rate = 100\nexpect_bound = "target"\n')
+            + """
+[[rung]]
+label = "one worker"
+[[rung]]
+label = "two workers"
+workers = 2
+expect_bound = "any"
+[[rung]]
+label = "three workers"
+workers = 3
+""",
+        )
+    )
+    # A rung's own, else [defaults]': not inherited from the rung before, and never counted as a change.
+    assert [rung.expect_bound for rung in ladder.rungs] == ["target", "any", "target"]
+    assert [rung.changed for rung in ladder.rungs[1:]] == ["workers: 1 -> 2", "workers: 2 -> 3"]
+    refused = r"bad\.toml:8: rung\[1\]\.expect_bound: expected one of target, any, got 'postgres'"
+    with pytest.raises(ConfigError, match=refused):
+        load_ladder(write(tmp_path, HEAD + '[[rung]]\nlabel = "a"\nexpect_bound = "postgres"\n', "bad.toml"))

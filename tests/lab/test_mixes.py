@@ -60,11 +60,42 @@ def test_placeholders_become_per_request_values() -> None:
     assert 'BASE + "/products/" + encodeURIComponent(String(v_hot_product))' in script
     assert "const v_hot_product = between(1, 1000);" in script
     assert '"event_id": v_uuid' in script  # a lone placeholder keeps its own type
-    assert "if (cursor_tasks_page !== null) url += '&after='" in script
+    assert 'if (cursor_tasks_page !== null) url += "&after="' in script
     lua = wrk_script(load_mix("realistic"))
     assert "urlencode(tostring(math.random(1, 1000)))" in lua
     assert "[201] = true" in lua
     assert "[202] = true" in lua
+
+
+def test_an_endpoint_sends_its_own_headers_beside_the_labs(tmp_path: Path) -> None:
+    path = tmp_path / "mix.toml"
+    path.write_text(
+        """name = "close"
+[[endpoint]]
+name = "last"
+path = "/ping"
+weight = 1
+headers = { Connection = "close" }
+[[endpoint]]
+name = "write"
+method = "POST"
+path = "/tasks"
+weight = 4
+body = { title = "t" }
+"""
+    )
+    mix = load_mix(str(path))
+    script = k6_script(mix, rate=100, duration_s=5)
+    assert 'const HEADERS_last = Object.assign({}, PLAIN_HEADERS, {"Connection": "close"});' in script
+    assert "headers: HEADERS_last" in script
+    assert "headers: JSON_HEADERS" in script  # an endpoint without its own keeps the lab's
+    (tmp_path / "close.js").write_text(script)
+    inspected = subprocess.run(
+        [k6_binary(), "inspect", str(tmp_path / "close.js")], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert inspected.returncode == 0, inspected.stderr
+    lua = wrk_script(mix)
+    assert 'with_headers(PLAIN_HEADERS, {["Connection"] = "close"})' in lua
 
 
 def test_value_lists_are_built_once_for_all_vus_not_once_per_vu() -> None:
@@ -132,6 +163,15 @@ def test_segments_split_the_load_into_k6_execution_segments() -> None:
             "endpoint.cursor[1].feld",
         ),
         ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = "heavy"\n', 4, "endpoint[1].weight"),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = inf\n', 4, "endpoint[1].weight"),
+        ('[[endpoint]]\nname = "a"\npath = "/x y"\nweight = 1\n', 3, "endpoint[1].path"),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\nbody = { at = 1979-05-27 }\n', 5, "endpoint[1].body"),
+        ('[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\nbody = [1, nan]\n', 5, "endpoint[1].body"),
+        (
+            '[[endpoint]]\nname = "a"\npath = "/x"\nweight = 1\ncursor = { param = "a&b=", field = "x" }\n',
+            5,
+            "endpoint.cursor[1].param",
+        ),
     ],
 )
 def test_malformed_mixes_name_file_line_and_key(tmp_path: Path, text: str, line: int, key: str) -> None:

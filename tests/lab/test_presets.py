@@ -1,16 +1,13 @@
-"""The shipped presets: each parses, keeps the one-variable rule, pairs its claims with the study's own figures,
-and runs end to end, every rung and process, at a tiny rate."""
+"""The shipped presets: each parses, keeps the one-variable rule, and pairs its claims with the study's own
+figures. That each runs end to end, every rung and process, is tests/lab/test_shipped_ladders.py's."""
 
 from __future__ import annotations
 
 import ast
 import importlib
-import json
 import operator
 import re
-import shutil
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +15,11 @@ import pytest
 from fastapi import FastAPI
 
 from tenk.lab.cli import PRESET_DIR
-from tenk.lab.definition.ladder import Claim, Ladder, RungConfig, load_ladder
-from tenk.lab.documents import load_results
-from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.runner import run_ladder, time_bound_s
+from tenk.lab.definition.ladder import Claim, Ladder, load_ladder
+from tenk.lab.measuring.runner import time_bound_s
 from tenk.lab.targets.baselines import WSGI_BASELINES
 from tenk.settings import Settings
 from tenk.settings_doc import documented
-from tests.support.clients import TEST_API_KEY
-from tests.support.stack import Stack
 
 PRESETS = [
     "async-ladder",
@@ -245,70 +238,3 @@ def test_server_config_takes_any_app_and_mix() -> None:
     assert {rung.config.target for rung in ladder.rungs} == {"tests.lab.semaphore_app:app"}
     assert {rung.config.mix for rung in ladder.rungs} == {"tasks-list"}
     assert [rung.label for rung in ladder.rungs][-1] == "workers = cores"
-
-
-def smoke(ladder: Ladder) -> Ladder:
-    """The preset with every rung at 10 req/s for a second, no warm-up, a fast vendor; without wrk, k6.
-
-    wrk is closed-loop and ignores the rate: its rungs get a handful of connections instead (the
-    pooling study's 400 make per-request connections run out of Postgres slots: 503s, as in 003)."""
-    have_wrk = shutil.which("wrk") is not None
-    fast = {"p50_ms": 5.0, "p99_ms": 20.0}
-
-    def tiny(config: RungConfig) -> RungConfig:
-        upstream = {**config.upstream, **fast}
-        engine = config.engine if have_wrk else "k6"
-        connections = min(config.connections, 4) if engine == "wrk" else config.connections
-        return replace(
-            config,
-            capacity=False,
-            rate=10,
-            duration_s=1,
-            warmup_s=0,
-            upstream=upstream,
-            engine=engine,
-            connections=connections,
-        )
-
-    rungs = tuple(replace(rung, config=tiny(rung.config)) for rung in ladder.rungs)
-    return replace(ladder, rungs=rungs)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", PRESETS)
-def test_preset_smoke_run_completes_every_rung_and_its_report_renders(name: str, stack: Stack, tmp_path: Path) -> None:
-    # The real preset, every rung and process, at a tiny fixed rate for one second a rung.
-    ladder = smoke(preset(name))
-    env = stack.env(TENK_LAB_API_KEY=TEST_API_KEY, PYTHONPATH=str(REPO))
-    out = run_ladder(ladder, RunOptions(results_root=tmp_path, base_env=env, repeats=1))
-    results = json.loads((out / "results.json").read_text())
-    assert json.loads(load_results(out).model_dump_json()) == results, "every map the runner wrote reads back"
-    labels = [rung.label for rung in ladder.rungs]
-    assert [rung["label"] for rung in results["rungs"]] == labels
-    targets = {rung.label: rung.config.target for rung in ladder.rungs}
-    for rung in results["rungs"]:
-        figures = rung["figures"]
-        assert figures["requests"] > 0, rung["label"]
-        # Blocking calls in `async def` hold the event loop: even 10 req/s can time requests out.
-        # That failure is what the rung exists to show, so only tenk and the other baselines must be clean.
-        if targets[rung["label"]] != "baseline:naive_blocking":
-            assert figures["error_rate"] == 0, (rung["label"], figures["endpoints"])
-    if name == "ingest":
-        # Every rung, the direct-INSERT baseline too, records what landed, beside what was accepted.
-        for rung in results["rungs"]:
-            assert rung["server"]["ingest"]["rows_landed"] > 0, rung["label"]
-    if name == "slow-upstream":
-        parked = results["rungs"][-1]["server"]
-        assert parked["upstream"]["max_in_flight"] >= 1
-        assert any(key.startswith("tenk_upstream_inflight") for key in parked["gauges"]), "tenk's own gauge"
-    report = (out / "report.md").read_text()
-    for label in labels:
-        assert label in report
-    for claim in ladder.claims:
-        assert ("qualitative" if claim.claimed_ratio is None else f"{claim.claimed_ratio:.2f}x") in report
-        assert claim.source in report
-        if claim.expect:
-            assert re.search(r"(held|not held|not measured): from_rung", report), "the expectation is checked"
-    html = (out / "report.html").read_text()
-    assert labels[0] in html
-    assert "<table" in html

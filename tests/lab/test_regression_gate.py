@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from tenk.cli import main
 from tenk.lab.definition.ladder import load_ladder
 from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.runner import run_ladder
+from tenk.lab.results.record import run_ladder
 from tests.lab.test_capacity import lab_env, mix_file
 
 pytestmark = [
@@ -69,7 +69,7 @@ def test_the_gate_fails_on_a_planted_20_percent_cpu_regression_and_passes_withou
     runner = CliRunner()
     caught = runner.invoke(main, ["lab", "compare", str(base), str(planted), "--fail-on-regression"])
     assert caught.exit_code == 1, caught.output
-    assert "regression >= 10%: spin: target CPU ms/request higher" in caught.output
+    assert "regression >= 10%: spin: target CPU ms/request worse: " in caught.output
     passed = runner.invoke(main, ["lab", "compare", str(base), str(same), "--fail-on-regression"])
     assert passed.exit_code == 0, passed.output
     assert "no statistically supported regression of 10% or more" in passed.output

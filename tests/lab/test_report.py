@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tenk.lab.documents import CapacityResult, Claim, Estimate, Results, Step
+from tenk.lab.documents import INCONCLUSIVE, CapacityResult, Claim, Estimate, Results, Step
 from tenk.lab.results.derivations import compare_rungs
 from tenk.lab.results.html_report import capacity_chart, charts, cpu_chart, html_report
 from tenk.lab.results.markdown import markdown
-from tenk.lab.results.stats import INVALID
 from tests.lab.test_compare import figures, result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -38,8 +37,12 @@ def sample_results() -> Results:
             "cpu_ms_estimate": Estimate(median=0.3, low=0.28, high=0.33, values=(0.28, 0.3, 0.33)),
         }
     )  # fmt: skip
+    # A capacity rung too (without its steps), so that the two headlines measure the same thing.
     first = results.rungs[0].model_copy(
-        update={"cpu_ms_estimate": Estimate(median=0.5, low=0.45, high=0.6, values=(0.45, 0.5, 0.6))}
+        update={
+            "mode": "capacity",
+            "cpu_ms_estimate": Estimate(median=0.5, low=0.45, high=0.6, values=(0.45, 0.5, 0.6)),
+        }
     )
     claim = Claim(
         text="41x from sync to async", source="001.txt", from_rung="sync", to_rung="async", metric="rps",
@@ -142,12 +145,11 @@ def test_every_chart_axis_range_fits_the_data_even_with_zero_and_nan_latencies()
             assert math.log10(max(drawn)) <= high <= math.log10(max(drawn)) + 1, (chart_id, axis.range)
 
 
-def test_the_generators_peak_memory_is_a_column_once_a_run_recorded_it() -> None:
+def test_the_generators_peak_memory_is_in_the_rungs_details_once_a_run_recorded_it() -> None:
     recorded = figures(5000, 0, 500.0, 20.0)
     recorded.generator_peak_rss_mb = 3157.4
     text = markdown(result([("r", recorded)]))
-    assert "| gen RSS MB |" in text
-    assert "| 3,157 |" in text
+    assert "- **gen RSS MB**: 3,157\n" in text
     assert "`gen RSS MB` is its peak memory" in text
     before = markdown(result([("r", figures(5000, 0, 500.0, 20.0))]))
     assert "gen RSS MB" not in before
@@ -165,9 +167,8 @@ def test_a_ceiling_that_is_not_the_targets_is_a_lower_bound_and_not_compared() -
     limited.verdict = limited.verdict.model_copy(update={"server_figure": False, "ceiling": "postgres on CPU 1"})
     text = markdown(results)
     assert "| ≥ 400 | postgres on CPU 1 |" in text  # a lower bound, and what set it, in the rung table
-    assert "goodput not the target's (async postgres-bound): inconclusive; CPU ms/request -40" in text
-    assert "invalid comparison: 'async' is limited by postgres on CPU 1, not the target" in text
-    assert compare_rungs(sync, limited, "capacity").label == INVALID
+    assert "capacity: inconclusive (async postgres-bound, not the target); CPU ms/request -40" in text
+    assert compare_rungs(sync, limited, "capacity").shown == "inconclusive (async postgres-bound, not the target)"
 
 
 def test_a_capacity_search_that_passed_no_step_is_said_so_and_not_called_another_bound() -> None:
@@ -176,9 +177,9 @@ def test_a_capacity_search_that_passed_no_step_is_said_so_and_not_called_another
     failed.value = 0.0
     failed.verdict = failed.verdict.model_copy(update={"server_figure": False, "ceiling": "target on CPU 0"})
     text = markdown(results)
-    assert "no step within the SLO (async): inconclusive" in text
-    assert "not the target's (async" not in text
-    assert compare_rungs(sync, failed, "capacity").label == INVALID
+    assert "capacity: inconclusive (async: no step within the SLO)" in text
+    assert "not the target)" not in text
+    assert compare_rungs(sync, failed, "capacity").label == INCONCLUSIVE
 
 
 def test_html_first_screen_is_one_verdict_line_per_comparison_before_charts_and_tables() -> None:
@@ -190,9 +191,9 @@ def test_html_first_screen_is_one_verdict_line_per_comparison_before_charts_and_
     assert page.index("<h2>Charts</h2>") < page.index("<h2>Rungs</h2>") < page.index("<h2>Claims</h2>")
     items = re.findall(r"<li>(.*?)</li>", verdict)
     assert len(items) == 2, items  # one change along the ladder, one claim
-    assert items[0].startswith("<b>async</b> vs sync (x): goodput not the target&#x27;s (async postgres-bound)")
+    assert items[0].startswith("<b>async</b> vs sync (x): capacity: inconclusive (async postgres-bound, not the")
     assert "CPU ms/request -40" in items[0]
-    assert items[1].endswith(": inconclusive")
+    assert items[1].endswith("claimed 41.40x"), items[1]  # the claim is as inconclusive as its comparison
     # The why is said once, in the rung table, not in the verdict.
     assert "postgres on CPU 1" not in verdict
 

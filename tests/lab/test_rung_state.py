@@ -5,18 +5,22 @@ redis-server."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import httpx
+import psutil
 import pytest
 import redis
 
+from harness.deadlines import deadline_s
 from tenk.lab.definition.ladder import RungConfig
 from tenk.lab.errors import LabError
-from tenk.lab.measuring.processes import process_set, start_redis, start_upstream, wait_ready
 from tenk.lab.measuring.sampling import GaugeWatcher
 from tenk.lab.measuring.state import backlog_failures, ingest_figures, reset_upstream
+from tenk.lab.processes.servers import process_set, start_redis, start_upstream, wait_ready
 from tenk.stack import free_port
 from tests.lab.test_capacity import lab_env
 from tests.support.waiting import eventually_blocking
@@ -33,7 +37,9 @@ def test_a_gauge_keeps_its_last_value_and_its_peak_during_the_step(tmp_path: Pat
         wait_ready(item, base + "/health")
         with GaugeWatcher(base, interval_s=0.05) as watcher:
             httpx.post(base + "/set/7")
-            eventually_blocking(lambda: watcher.max.get(PARKED) == 7, 30, "the watcher to see the peak", every=0.05)
+            eventually_blocking(
+                lambda: watcher.max.get(PARKED) == 7, deadline_s(), "the watcher to see the peak", every=0.05
+            )
             httpx.post(base + "/set/2")
     gauges = watcher.to_json()
     assert gauges[PARKED] == {"last": 2.0, "max": 7.0}
@@ -46,6 +52,11 @@ def test_a_rung_asking_for_io_threads_gets_a_private_redis_started_with_them(tmp
         with redis.Redis.from_url(url, decode_responses=True) as client:
             assert client.config_get("io-threads") == {"io-threads": "2"}
             assert client.dbsize() == 0
+        # Reached as the stack's Redis is, on a socket nobody else may reach, and on no port.
+        server = psutil.Process(processes.started[-1].pid)
+        assert [c for c in server.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN] == []
+        socket_dir = Path(unquote(urlsplit(url).path)).resolve().parent
+        assert stat.S_IMODE(socket_dir.stat().st_mode) == 0o700
 
 
 def test_a_backlog_stable_step_whose_backlog_could_not_be_read_fails_rather_than_passes() -> None:

@@ -14,9 +14,9 @@ from tenk.lab.cli import PRESET_DIR
 from tenk.lab.definition.mixes import load_mix
 from tenk.lab.documents import RungResult, load_results
 from tenk.lab.driving.k6 import K6Summary, figures_from_summary
+from tenk.lab.driving.k6_summaries import load_summary
 from tenk.lab.driving.wrk import WrkSummary
 from tenk.lab.errors import LabError, MalformedFileError
-from tenk.lab.results.compare import load_summary
 
 # Real runs' results.json at 95ede7a (tests/lab/test_documents.py), each rung with k6's summary kept whole.
 RUNNER_RESULTS = Path(__file__).parent / "data" / "runner-95ede7a"

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.clients import SEARCH_LIMITS_OFF, TEST_API_KEY
+from harness.stack import Stack
 from tenk.lab.definition.mixes import load_mix
+from tenk.lab.driving.generator import LoadRun
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.wrk import run_wrk
-from tests.support.clients import SEARCH_LIMITS_OFF, TEST_API_KEY
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 
 
 @pytest.mark.slow
@@ -27,8 +28,10 @@ def test_endpoint_shares_hold_within_two_percent_against_the_service(
     # VU pools sized for 1 s answers, so a stall on this shared machine delays requests instead of
     # dropping them (a dropped arrival would skew the shares this test is about).
     figures, summary = run_k6(
-        mix, rate=300, duration_s=4, slo_ms=1000, base_url=api.base_url, api_key=TEST_API_KEY,
-        run_id="weights", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+        LoadRun(
+            mix, rate=300, duration_s=4, slo_ms=1000, base_url=api.base_url, api_key=TEST_API_KEY,
+            run_id="weights", workdir=tmp_path / "k6", log=tmp_path / "k6.log", cpus=None,
+        )
     )  # fmt: skip
     assert figures.dropped == 0, (tmp_path / "k6.log").read_text()[-2000:]
     assert figures.requests == pytest.approx(1200, abs=len(mix.endpoints))
@@ -55,8 +58,10 @@ def test_wrk_runs_the_same_mix_closed_loop(
 ) -> None:
     api = spawn_api(stack)
     figures, raw = run_wrk(
-        load_mix("product"), connections=8, duration_s=2, base_url=api.base_url, api_key=TEST_API_KEY,
-        run_id="wrk", workdir=tmp_path / "wrk", log=tmp_path / "wrk.log", cpus=None,
+        LoadRun(
+            load_mix("product"), connections=8, duration_s=2, base_url=api.base_url, api_key=TEST_API_KEY,
+            run_id="wrk", workdir=tmp_path / "wrk", log=tmp_path / "wrk.log", cpus=None,
+        )
     )  # fmt: skip
     assert figures.engine == "wrk"
     assert figures.requests > 50

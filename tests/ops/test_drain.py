@@ -9,9 +9,9 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from harness.stack import Stack
 from tenk.stack import port_is_open
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.cluster

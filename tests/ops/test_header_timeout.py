@@ -10,8 +10,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from harness.stack import Stack
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 
 # Small, so that the test is short; the default is 10 s.
 HEADER_TIMEOUT_S = 2.0

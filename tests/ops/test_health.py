@@ -5,10 +5,10 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.settings import Settings
 from tenk.stack import free_port
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 
 
 async def test_ready_reports_each_dependency(client: httpx.AsyncClient) -> None:

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import httpx
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.stack import free_port
-from tests.support.clients import AUTH
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 
 
 def test_metrics_move_to_their_own_port_and_leave_the_traffic_port(

@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased,
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 from pydantic import ValidationError
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.app import create_app
 from tenk.ops.server_spans import RequestSampler, ServerSpans, TraceIdsDrawnAhead
 from tenk.ops.settings import OpsSettings
-from tests.support.clients import AUTH
 from tests.support.inprocess import app_in_process
-from tests.support.stack import Stack
 
 # A remote parent that did not sample its trace (W3C flags 00).
 UNSAMPLED_PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
@@ -127,6 +127,35 @@ async def test_a_trusted_networks_sampled_flag_is_honoured(
         assert (await client.get("/tasks", headers={"traceparent": sampled_parent})).status_code == 200
     (span,) = _servers(exported)
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+
+
+@pytest.mark.parametrize(
+    ("trusted", "forwarded_for", "continued"),
+    [
+        (("10.0.0.0/8",), "10.1.2.3", True),  # the client the proxy forwards for is trusted
+        (("10.0.0.0/8",), "203.0.113.9", False),
+        ((CALLER, "10.0.0.0/8"), "203.0.113.9", False),  # the proxy's own address makes no client trusted
+        ((CALLER,), "192.0.2.1, 203.0.113.9", False),
+        (("10.0.0.0/8",), "10.1.2.3, 203.0.113.9", False),  # the left-most is the client's to write
+    ],
+)
+async def test_behind_a_trusted_proxy_the_client_it_forwards_for_is_the_caller(
+    app: FastAPI,
+    exported: InMemorySpanExporter,
+    ids: type[RandomIdGenerator],
+    trusted: tuple[str, ...],
+    forwarded_for: str,
+    continued: bool,
+) -> None:
+    sampled_parent = UNSAMPLED_PARENT[:-2] + "01"
+    tracer = _tracer(exported, RequestSampler(0.0), ids)
+    wrapped = ServerSpans(app, tracer, trusted_networks=trusted, trusted_proxies=(CALLER,))
+    async with app_in_process(app, front=wrapped, client=(CALLER, 40000), headers=AUTH) as client:
+        headers = {"traceparent": sampled_parent, "x-forwarded-for": forwarded_for}
+        assert (await client.get("/tasks", headers=headers)).status_code == 200
+    assert [format(span.context.trace_id, "032x") for span in _servers(exported)] == (
+        ["0af7651916cd43dd8448eb211c80319c"] if continued else []
+    )
 
 
 def test_trusted_networks_are_read_as_a_comma_separated_list_and_refused_when_not_networks() -> None:

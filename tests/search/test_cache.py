@@ -8,13 +8,14 @@ from typing import NamedTuple
 import asyncpg
 import orjson
 
-from tenk.catalog.changes import ProductChanges
+from harness.deadlines import deadline_s
+from harness.stack import Stack
+from tenk.platform.readthrough import Changes
 from tenk.search.pages import ResultPages
 from tenk.search.queries import RANK_CANDIDATES, RANK_ONE_WORD
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.seed import VOCABULARY
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 
@@ -167,7 +168,7 @@ async def test_pages_due_for_refresh_together_reload_on_at_most_half_the_slots_a
         await asyncio.gather(*(service.search(word, 10) for word in words))
         assert service.refreshes == 2  # half of the 4 slots; the other pages wait for a later request
         assert service.bulkhead.inflight <= 2
-        await eventually(lambda: not service._refreshes, 30, "the background refreshes to end", every=0.01)
+        await eventually(lambda: not service._refreshes, deadline_s(), "the background refreshes to end", every=0.01)
 
         await asyncio.gather(*(service.search(word, 10) for word in words))
         assert service.refreshes == 4  # the next requests start the next reloads, still two at a time
@@ -180,7 +181,7 @@ class Quiet(NamedTuple):
 
     service: SearchService
     clock: SteppedClock
-    changes: ProductChanges
+    changes: Changes
     statements: list[str]
 
 
@@ -188,7 +189,7 @@ class Quiet(NamedTuple):
 async def _quiet_service(stack: Stack) -> AsyncIterator[Quiet]:
     statements: list[str] = []
     clock = SteppedClock()
-    changes = ProductChanges(clock)
+    changes = Changes(clock)
     changes.subscribed()
     clock.now += 1.0  # pages load after the listener subscribed
     pool = await _counted_pool(stack, statements)

@@ -15,9 +15,9 @@ import asyncpg
 import httpx
 import pytest
 
+from harness.clients import AUTH
+from harness.stack import Stack
 from tenk.settings import Settings
-from tests.support.clients import AUTH
-from tests.support.stack import Stack
 from tests.support.waiting import eventually
 
 # Far past the wait below: the page can only be reloaded in time if the write put it back on its TTL.

@@ -17,10 +17,10 @@ import asyncpg
 import httpx
 import pytest
 
+from harness.clients import AUTH, SEARCH_LIMITS_OFF
+from harness.stack import Stack, _short_tmp, start_stack
 from tenk.settings import Settings
-from tests.support.clients import AUTH, SEARCH_LIMITS_OFF
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack, _short_tmp, start_stack
 from tests.support.waiting import eventually_blocking
 
 PRODUCTS = 20_000

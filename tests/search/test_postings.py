@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.stack import Stack, fresh_database
 from tenk.search import spelling
 from tenk.search.queries import NORMALISE, ONE_WORD, RANK_ALL_MATCHES, RANK_CANDIDATES, RANK_ONE_WORD, candidates_for
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tenk.stack.migrate import bundled_migrations, migrate
 from tenk.stack.seed import VOCABULARY, products, seed
-from tests.support.stack import Stack, fresh_database
 
 CANDIDATES = 10
 STALE_POSTINGS = """

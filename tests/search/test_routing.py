@@ -8,10 +8,10 @@ import itertools
 import asyncpg
 import orjson
 
+from harness.stack import Stack
 from tenk.app import create_app
 from tenk.search.queries import RANK_ALL_MATCHES, RANK_CANDIDATES
 from tenk.stack.seed import VOCABULARY
-from tests.support.stack import Stack
 
 CANDIDATES = 10
 IN_FULL_UP_TO = 6 * CANDIDATES

@@ -3,7 +3,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.clients import AUTH
+from harness.clients import AUTH
 
 
 async def test_search_ranks_name_matches_above_description_matches(client: httpx.AsyncClient) -> None:

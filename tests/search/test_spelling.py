@@ -5,11 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from harness.stack import Stack
 from tenk.search import spelling
 from tenk.search.service import SearchService
 from tenk.search.settings import SearchSettings
 from tests.search.test_cache import _counted_pool, _searches
-from tests.support.stack import Stack
 
 
 @pytest.mark.parametrize(

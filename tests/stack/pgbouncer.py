@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.stack import Stack
 from tenk.app import create_app
 from tenk.stack import start_on_free_port
 from tenk.stack.pgbouncer import LocalPgBouncer, PgBouncerMissingError, pgbouncer_path
 from tests.support.inprocess import app_in_process
-from tests.support.stack import Stack
 
 # Fewer server connections than the clients use (the API's pool, the worker's writers), so that
 # transactions of one client land on different server connections, as on a busy pooler.
@@ -34,7 +34,7 @@ def pgbouncer_in_front(stack: Stack) -> Iterator[LocalPgBouncer]:
         lambda port: LocalPgBouncer(
             root / "pgbouncer",
             port,
-            "127.0.0.1",
+            str(stack.pg.socket_host),
             stack.pg.port,
             stack.pg.app_role,
             stack.pg.app_password,
@@ -54,6 +54,17 @@ def pooled_env(stack: Stack, bouncer: LocalPgBouncer) -> dict[str, str]:
         "TENK_DATABASE_URL": bouncer.url,
         "TENK_DATABASE_POOLER": "transaction",
         "TENK_DATABASE_DIRECT_URL": stack.pg.url,
+    }
+
+
+def pooled_env_over_tcp(stack: Stack, bouncer: LocalPgBouncer) -> dict[str, str]:
+    """`pooled_env` with the pooler and Postgres reached on their ports, for a test that tells the two apart
+    by the process's TCP peers (a Unix socket's peer is not to be seen from the client's side)."""
+    on_its_port = f"postgresql://{bouncer.user}:{bouncer.password}@127.0.0.1:{bouncer.port}/{bouncer.database}"
+    return {
+        **pooled_env(stack, bouncer),
+        "TENK_DATABASE_URL": on_its_port,
+        "TENK_DATABASE_DIRECT_URL": stack.env_over_tcp()["TENK_DATABASE_URL"],
     }
 
 

@@ -10,11 +10,11 @@ import asyncpg
 import pytest
 from redis import Redis
 
+from harness.stack import VENV_BIN
 from tenk.settings import Settings
 from tenk.stack import EmbeddedRedis, PortTakenError, free_port
 from tenk.stack.memory import auto_shared_buffers, usable_memory_bytes
 from tenk.stack.redis import RedisServerMissingError, redis_server_path
-from tests.support.stack import VENV_BIN
 
 
 def _tenk(

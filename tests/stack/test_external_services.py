@@ -13,13 +13,13 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
+from harness.clients import AUTH, TEST_API_KEY
 from tenk.app import create_app
 from tenk.ops.api_keys import digest
 from tenk.settings import Settings
 from tenk.stack import port_is_open
 from tenk.stack.migrate import migrate
 from tenk.stack.seed import seed
-from tests.support.clients import AUTH, TEST_API_KEY
 from tests.support.inprocess import app_in_process
 
 SYSTEM_PG = "postgresql://postgres@127.0.0.1:5432"

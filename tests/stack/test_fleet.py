@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from harness.clients import AUTH
+from harness.stack import Stack, own_stack
 from tenk.stack import PortTakenError, free_port
 from tenk.stack.fleet import Fleet
 from tests.stack.open_loop import OpenLoop
-from tests.support.clients import AUTH
-from tests.support.stack import Stack, own_stack
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.cluster

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from harness.stack import Stack
 from tenk.stack.migrate import bundled_migrations, migrate
-from tests.support.stack import Stack
 
 
 async def test_migrations_are_numbered_uniquely_and_in_order() -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from harness.stack import Stack
 from tenk.ingest.partitions import maintain
 from tenk.settings import Settings
 from tenk.stack import EmbeddedPostgres, free_port
 from tenk.stack.migrate import migrate
 from tenk.stack.pg_replica import LocalPgReplica
-from tests.support.stack import Stack
 
 # Things only a superuser may do, each a way from an SQL injection to the server user's shell or files.
 SUPERUSER_ONLY = [
@@ -108,7 +108,7 @@ async def test_every_migration_runs_as_the_app_role_in_a_database_it_owns(stack:
     name = f"tenk_role_{uuid.uuid4().hex[:8]}"
     admin = await asyncpg.connect(stack.pg.superuser_url)
     await admin.execute(f'CREATE DATABASE "{name}" OWNER "{stack.pg.app_role}"')
-    dsn = stack.pg.url.rsplit("/", 1)[0] + "/" + name
+    dsn = stack.pg.url_for(name)
     try:
         assert await migrate(dsn), "no migration ran"
         conn = await asyncpg.connect(dsn)

@@ -13,6 +13,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
+from harness.stack import Stack
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, start_on_free_port, wait_listening
 from tenk.stack._private import (
     SERVER_USER,
@@ -25,7 +26,6 @@ from tenk.stack._private import (
 from tenk.stack.devkey import ensure_dev_key
 from tenk.stack.redis import redis_server_path
 from tests.stack.test_embedded import _tenk
-from tests.support.stack import Stack
 
 
 def _modes(paths: list[Path]) -> dict[Path, int]:
@@ -115,12 +115,15 @@ def test_a_redis_from_before_passwords_gets_one_from_the_next_up(stack_root: Pat
     try:
         wait_listening(legacy, server.port, 30, "redis")
         server.pidfile.write_text(f"{legacy.pid}\n")
-        assert server.start() is False, "the running server is reused"
+        # Restarted, not reused: it has no socket, and Redis takes `unixsocket` at start only.
+        assert server.start() is True
+        assert legacy.wait(30) is not None
         with pytest.raises(redis.exceptions.AuthenticationError), redis.Redis(port=server.port) as stranger:
             stranger.ping()
         with redis.Redis.from_url(server.url) as owner:
             assert owner.ping()
     finally:
+        server.stop()
         legacy.kill()
         legacy.wait()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.stack import Stack
 from tenk.stack import EmbeddedPostgres, EmbeddedRedis, free_port, start_on_free_port
-from tests.support.stack import Stack
 
 
 @pytest.fixture

@@ -11,9 +11,10 @@ import pytest
 from redis.asyncio import RedisCluster
 from redis.crc import key_slot
 
-from tenk.connections import redis_from_url
+from harness.stack import _started_on_fresh_ports
+from tenk.platform.connections import redis_from_url
 from tenk.stack._ports import port_is_bindable
-from tenk.stack.redis_cluster import LocalRedisCluster, bus_port
+from tenk.stack.redis_cluster import LocalRedisCluster, bus_port, cluster_binaries, free_cluster_ports
 
 pytestmark = pytest.mark.cluster
 
@@ -69,8 +70,8 @@ async def test_flush_empties_every_master(redis_cluster: LocalRedisCluster) -> N
 
 
 def test_catalog_and_ingest_keys_that_scripts_use_together_share_a_slot() -> None:
-    from tenk.catalog import keys as catalog
     from tenk.ingest import keys as ingest
+    from tests.catalog import keys as catalog
 
     for product_id in (1, 42, 10_000_019):
         assert key_slot(catalog.product_key(product_id).encode()) == key_slot(
@@ -99,3 +100,23 @@ def test_a_cluster_on_ports_above_55535_starts_with_its_bus_below_them() -> None
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_forming_the_cluster_puts_its_password_on_no_command_line(stack_root: Path) -> None:
+    # redis-cli as the cluster runs it, through a wrapper that writes down the command line it was given.
+    _, cli = cluster_binaries()
+    seen = stack_root / "cli-argv"
+    wrapper = stack_root / "redis-cli"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {seen}\nexec {cli} "$@"\n')
+    wrapper.chmod(0o700)
+    cluster = _started_on_fresh_ports(
+        lambda attempt: LocalRedisCluster(
+            stack_root / f"cluster-{attempt}", free_cluster_ports(6), masters=3, cli_binary=str(wrapper)
+        )
+    )
+    try:
+        assert "--cluster" in seen.read_text(), "the cluster was formed by the wrapped redis-cli"
+        assert cluster.password not in seen.read_text()
+        assert cluster.cluster_info(cluster.ports[0])["cluster_state"] == "ok"
+    finally:
+        cluster.stop()

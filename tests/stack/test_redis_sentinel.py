@@ -6,10 +6,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.sentinel import MasterNotFoundError
 
-from tenk.connections import BlockingSentinelConnectionPool, create_redis, redis_from_url
-from tenk.outages import REDIS_DOWN, redis_is_down
+from harness.redis_sentinel import LocalRedisSentinel
+from tenk.platform.connections import BlockingSentinelConnectionPool, create_redis, redis_from_url, redis_options
+from tenk.platform.outages import REDIS_DOWN, redis_is_down
 from tenk.settings import Settings
-from tenk.stack.redis_sentinel import LocalRedisSentinel
 
 WRITE_SCRIPT = "return redis.call('SET', KEYS[1], ARGV[1])"
 
@@ -28,7 +28,7 @@ async def test_a_sentinel_url_gives_the_api_a_client_of_the_master_with_its_pool
     redis_sentinel: LocalRedisSentinel,
 ) -> None:
     settings = Settings.model_validate({"redis": {"url": redis_sentinel.url, "pool_max": 7, "timeout_s": 0.5}})
-    redis = create_redis(settings)
+    redis = create_redis(settings.resolved_redis_url, **redis_options(settings))
     try:
         pool = redis.connection_pool
         assert isinstance(pool, BlockingSentinelConnectionPool)

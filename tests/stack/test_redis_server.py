@@ -6,8 +6,8 @@ import socket
 
 import redis
 
+from harness.stack import Stack
 from tenk.stack.redis import CLIENT_QUERY_BUFFER_LIMIT, PROTO_MAX_BULK_LEN
-from tests.support.stack import Stack
 
 MB = 1024 * 1024
 # The server answers a refused header at once; this only bounds a server that waits for the body instead.

@@ -11,10 +11,10 @@ import httpx
 import psutil
 import pytest
 
+from harness.stack import VENV_BIN, free_port_run
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.stack import free_port, port_is_open
 from tests.stack.open_loop import OpenLoop
-from tests.support.stack import VENV_BIN, free_port_run
 
 pytestmark = pytest.mark.cluster
 

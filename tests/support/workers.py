@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.stack import VENV_BIN, Stack
 from tenk.stack import Spawned, spawn_logged
-from tests.support.stack import VENV_BIN, Stack
 
 # A worker is a child with a log like any other; tests kill or terminate it and read its log.
 WorkerProcess = Spawned

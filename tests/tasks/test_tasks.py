@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.clients import AUTH
+from harness.clients import AUTH
 
 
 async def test_create_read_and_patch_a_task(client: httpx.AsyncClient) -> None:

@@ -9,9 +9,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import httpx
 import pytest
 
+from harness.stack import Stack
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.settings import Settings
-from tests.support.stack import Stack
 from tests.upstream.vendors import OddVendor, QuotesClient
 
 

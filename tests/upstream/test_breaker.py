@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
+from harness.deadlines import deadline_s
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tests.support.waiting import eventually
 from tests.upstream.vendors import QuotesClient
@@ -51,7 +52,7 @@ async def test_the_breaker_opens_half_opens_with_a_single_probe_and_closes(
         async def vendor_holds_the_probe() -> bool:
             return int((await asyncio.to_thread(mock.stats, "PROBE3"))["symbol"]["quotes"]) >= 1
 
-        await eventually(vendor_holds_the_probe, 30, "the vendor to see PROBE3", every=0.02)
+        await eventually(vendor_holds_the_probe, deadline_s(), "the vendor to see PROBE3", every=0.02)
         assert _breaker_state((await client.get("/metrics")).text) == 2
         waiting = await asyncio.gather(*(client.get(f"/quotes/WAIT{i}") for i in range(50)))
         assert {r.status_code for r in waiting} == {503}

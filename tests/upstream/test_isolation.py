@@ -21,9 +21,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from harness.deadlines import deadline_s
+from harness.stack import Stack
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
 from tests.support.servers import ServerProcess
-from tests.support.stack import Stack
 from tests.support.waiting import eventually_blocking
 
 PARKED = 2_000
@@ -98,7 +99,7 @@ def _probe(client: _RawClient) -> dict[str, float]:
 @pytest.fixture
 def slow_vendor(tmp_path: Path) -> Iterator[MockUpstreamProcess]:
     with start_mock_upstream(
-        Profile(p50_ms=4000, p99_ms=22000), log=tmp_path / "mock.log", seed=1, cpus=OTHER_CPUS
+        Profile(p50_ms=4000, p99_ms=22000), log=tmp_path / "mock.log", seed=1, cpus=OTHER_CPUS, timeout_s=deadline_s()
     ) as mock:
         yield mock
 
@@ -158,7 +159,7 @@ def test_2000_parked_quotes_leave_ping_and_cached_products_unharmed(
             # Probe in the steady state: all parked, and answers (p50 4 s) arriving at their full rate.
             held = eventually_blocking(
                 held_in_steady_state,
-                40,
+                deadline_s(),
                 lambda: (
                     f"{PARKED * 0.97:.0f} quote calls parked at the vendor (held: {slow_vendor.stats()['in_flight']})"
                 ),

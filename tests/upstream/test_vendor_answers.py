@@ -8,8 +8,8 @@ from contextlib import AbstractAsyncContextManager
 
 import httpx
 
+from harness.stack import Stack
 from tenk.settings import Settings
-from tests.support.stack import Stack
 from tests.upstream.vendors import OddVendor
 
 

@@ -7,7 +7,7 @@ _FIELDS = "id, sku, name, description, price_cents, stock, updated_at"
 _PRODUCT_JSON = f"(SELECT row_to_json(p)::text FROM (SELECT {_FIELDS}) AS p)"
 
 PRODUCT_BY_ID = f"SELECT {_PRODUCT_JSON} FROM products WHERE id = $1"
-# The reads of one event-loop turn together (tenk.catalog.batched_reads).
+# The reads of one event-loop turn together (`service.PRODUCTS`'s load_many).
 PRODUCTS_BY_IDS = f"SELECT id, {_PRODUCT_JSON} FROM products WHERE id = ANY($1::bigint[])"
 
 INSERT_PRODUCT = f"""
@@ -35,25 +35,3 @@ RETURNING {_PRODUCT_JSON}
 PRODUCT_PAGE = f"SELECT id, {_PRODUCT_JSON} FROM products WHERE id > $1 ORDER BY id LIMIT $2"
 
 DELETE_PRODUCT = "DELETE FROM products WHERE id = $1 RETURNING id"
-# The catalogue's id range (tenk.catalog.ceiling): one backward step of the primary key index.
-HIGHEST_PRODUCT_ID = "SELECT coalesce(max(id), 0) FROM products"
-# The invalidation outbox (migration 0003): records the products trigger writes with every change.
-# With the primary's WAL position, read after the write committed, so at or past its commit record: a
-# replica that has replayed that far sees the write (tenk.catalog.replicas).
-_WAL_POSITION = "(pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint"
-PENDING_INVALIDATION = (
-    f"SELECT (SELECT seq FROM catalog_invalidations WHERE product_id = $1) AS seq, {_WAL_POSITION} AS lsn"
-)
-# The position is read after the snapshot, so past the commit of every record the query sees.
-PENDING_INVALIDATIONS = (
-    f"SELECT product_id, seq, {_WAL_POSITION} AS lsn FROM catalog_invalidations ORDER BY seq LIMIT $1"
-)
-# On a replica: has it replayed the primary's WAL up to $1? (Not in recovery: NULL, so no.) Asked
-# before the read, in a statement of its own: the read's snapshot, taken after, then includes the write.
-REPLAYED_PAST = "SELECT COALESCE(pg_last_wal_replay_lsn() - '0/0'::pg_lsn >= $1::bigint, false)"
-# Only the records that were delivered: a write that re-armed a record meanwhile changed its seq.
-SETTLE_INVALIDATIONS = """
-DELETE FROM catalog_invalidations AS c
-USING unnest($1::bigint[], $2::bigint[]) AS done (product_id, seq)
-WHERE c.product_id = done.product_id AND c.seq = done.seq
-"""

@@ -6,19 +6,29 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 import orjson
 from fastapi import APIRouter, Depends, Path, Query
-from starlette.responses import Response
+from starlette.responses import Response  # a 204's documented class: no body, no media type
 
 from tenk.catalog import queries
 from tenk.catalog.schemas import Product, ProductIn, ProductPage, ProductPatch
 from tenk.catalog.service import CatalogService
-from tenk.errors import ConflictError, NotFoundError
-from tenk.lane import app_state, hot
-from tenk.models import errors_documented
-from tenk.ops.auth import require_reader, require_writer
-from tenk.pagination import CursorCodec, cursors, keyset_page
-from tenk.reply import JSON, Reply, as_response, created
+from tenk.platform import (
+    ConflictError,
+    CursorCodec,
+    NotFoundError,
+    Reply,
+    ReplyRoute,
+    app_state,
+    created,
+    cursors,
+    errors_documented,
+    hot,
+    keyset_page,
+    no_content,
+    require_reader,
+    require_writer,
+)
 
-router = APIRouter(prefix="/products", tags=["catalog"])
+router = APIRouter(prefix="/products", tags=["catalog"], route_class=ReplyRoute)
 
 ProductId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Product id.")]
 CatalogDep = Annotated[CatalogService, app_state("catalog")]
@@ -47,7 +57,7 @@ _LINKS: dict[str, Any] = {
 )
 @hot
 def get_product(product_id: ProductId, catalog: CatalogDep) -> Reply | Awaitable[Reply]:
-    # A plain `def`: a hit answers at once, a miss hands back its load to be awaited (`tenk.lane.declare`).
+    # A plain `def`: a hit answers at once, a miss hands back its load to be awaited (`tenk.platform.lane.declare`).
     cached = catalog.cached_reply(product_id)
     return catalog.load_reply(product_id) if cached is None else cached
 
@@ -64,10 +74,10 @@ async def list_products(
     codec: ProductCursors,
     after: Annotated[str | None, Query(max_length=512, description="Cursor from the previous page.")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 25,
-) -> Response:
+) -> Reply:
     last_id = codec.decode(after, shape=(int,))[0] if after else 0
     rows = await catalog.read_pool().fetch(queries.PRODUCT_PAGE, last_id, limit + 1)
-    return Response(keyset_page(rows, limit, codec), media_type=JSON)
+    return Reply(200, keyset_page(rows, limit, codec))
 
 
 async def _write(catalog: CatalogService, query: str, *args: object) -> bytes:
@@ -117,21 +127,19 @@ def _product_write(
     operation_id="create_product",
     summary="Create a product",
 )
-async def create_product(product: ProductIn, catalog: CatalogDep) -> Response:
+async def create_product(product: ProductIn, catalog: CatalogDep) -> Reply:
     body = await _write(catalog, queries.INSERT_PRODUCT, *_columns(product))
-    return as_response(created(body, router.prefix))
+    return created(body, router.prefix)
 
 
 @_product_write(router.put, "replace_product", "Replace a product")
-async def replace_product(product_id: ProductId, product: ProductIn, catalog: CatalogDep) -> Response:
-    body = await _write(catalog, queries.REPLACE_PRODUCT, product_id, *_columns(product))
-    return Response(body, media_type=JSON)
+async def replace_product(product_id: ProductId, product: ProductIn, catalog: CatalogDep) -> Reply:
+    return Reply(200, await _write(catalog, queries.REPLACE_PRODUCT, product_id, *_columns(product)))
 
 
 @_product_write(router.patch, "patch_product", "Change some fields")
-async def patch_product(product_id: ProductId, patch: ProductPatch, catalog: CatalogDep) -> Response:
-    body = await _write(catalog, queries.PATCH_PRODUCT, product_id, *_columns(patch))
-    return Response(body, media_type=JSON)
+async def patch_product(product_id: ProductId, patch: ProductPatch, catalog: CatalogDep) -> Reply:
+    return Reply(200, await _write(catalog, queries.PATCH_PRODUCT, product_id, *_columns(patch)))
 
 
 @router.delete(
@@ -143,10 +151,10 @@ async def patch_product(product_id: ProductId, patch: ProductPatch, catalog: Cat
     operation_id="delete_product",
     summary="Delete a product; every process stops serving it",
 )
-async def delete_product(product_id: ProductId, catalog: CatalogDep) -> Response:
+async def delete_product(product_id: ProductId, catalog: CatalogDep) -> Reply:
     deleted = await catalog.pg.fetchval(queries.DELETE_PRODUCT, product_id)
     if deleted is None:
         raise NotFoundError("no such product", field="path.product_id")
     # Like any write: the cached copies (here, in Redis, in every other process) go, so reads see the 404.
     await catalog.invalidate(product_id)
-    return Response(status_code=204)
+    return no_content()

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenk.models import PatchModel, PgText
+from tenk.platform import PatchModel, PgText
 
 Sku = Annotated[PgText, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")]
 Name = Annotated[PgText, Field(min_length=1, max_length=200)]

@@ -16,14 +16,12 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
-from tenk.errors import error_body
 from tenk.ingest import codec
 from tenk.ingest.producer import BacklogFull, NotReplicated
 from tenk.ingest.schemas import MAX_BATCH, MAX_IDEMPOTENCY_KEY
 from tenk.ingest.service import IngestService
 from tenk.ingest.writers import ANONYMOUS
-from tenk.outages import REDIS_DOWN
-from tenk.reply import Reply
+from tenk.platform import REDIS_DOWN, Reply, error_body
 
 _TOO_MANY = error_body("payload_too_large", f"a batch holds at most {MAX_BATCH} events")
 _STREAM_DOWN = error_body("stream_unavailable", "the event stream is unavailable")

@@ -82,7 +82,7 @@ def uuid7(ms: int | None = None) -> str:
     if ms is None or not 0 <= ms < _UUID7_MS_LIMIT:
         ms = time.time_ns() // 1_000_000
     # From the OS's CSPRNG, not `random`: a writer who sees a batch's ids could recover a Mersenne Twister's
-    # state from them and post conflicting events under the ids to come. The syscall costs ~0.4 us an id.
+    # state from them and post conflicting events under the ids to come. That is worth a syscall an id.
     rand = int.from_bytes(os.urandom(10))
     value = ((ms & 0xFFFF_FFFF_FFFF) << 80) | (0x7 << 76) | ((rand >> 62 & 0xFFF) << 64) | (0b10 << 62)
     value |= rand & 0x3FFF_FFFF_FFFF_FFFF

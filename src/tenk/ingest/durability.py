@@ -18,9 +18,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from tenk.connections import reply_text
 from tenk.ingest.settings import Durability
-from tenk.outages import REDIS_DOWN
+from tenk.platform import REDIS_DOWN, reply_text
 
 logger = logging.getLogger("tenk.ingest.durability")
 

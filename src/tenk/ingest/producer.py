@@ -32,10 +32,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from tenk.background import cancel_and_wait, raise_if_cancelled
-from tenk.connections import on_one_connection
 from tenk.ingest import keys
 from tenk.ingest.stream import shards_in_use
+from tenk.platform import cancel_and_wait, on_one_connection, raise_if_cancelled
 
 logger = logging.getLogger("tenk.ingest.producer")
 

@@ -13,8 +13,8 @@ _STAGING_COLUMNS_SQL = """(
     payload     jsonb
 )"""
 # Once per connection, straight to Postgres: ON COMMIT DELETE ROWS empties it at every commit, and a
-# rolled-back flush leaves nothing in it either. Making it per flush cost about 2 us of Postgres CPU a
-# row in batches of 1,000 (catalog rows written and removed each time).
+# rolled-back flush leaves nothing in it either. Made per flush, it writes and removes catalog rows each
+# time, Postgres CPU every row of a batch shares (6709975's message has the figure).
 CREATE_SESSION_STAGING = f"CREATE TEMP TABLE IF NOT EXISTS ingest_staging {_STAGING_COLUMNS_SQL} ON COMMIT DELETE ROWS"
 # Through a transaction-mode pooler (PgBouncer), at the start of every flush, inside its transaction:
 # ON COMMIT DROP makes the table that transaction's alone, so no state outlives it on the server
@@ -34,16 +34,16 @@ STAGING_COLUMNS = ["stream_id", "event_id", "source", "ts", "accepted_us", "payl
 # events_elsewhere in the same statement.
 # The probe is a LATERAL with LIMIT 1, not NOT EXISTS: the planner turned NOT EXISTS into a hash anti
 # join that read every row of `events` into a hash on every flush, so a flush cost grew with the table
-# (at 400k rows, 45 us of Postgres CPU a row against 9 for the insert alone; one worker went from 94k to
-# 18k rows/s). A LATERAL with LIMIT cannot be hashed.
+# until the probe cost several times the insert (2b9202f's message has the figures). A LATERAL with
+# LIMIT cannot be hashed.
 # Limit: two *different* events with one id and different ts, flushed at the same instant on two
 # connections, can both be stored (neither sees the other's uncommitted row); the same event never is.
 # Returns the rows inserted. Two forms: a batch whose every ts and every UUIDv7 id fall on one day (any
 # batch of events stamped near their sending, with generated ids) probes that day's partition, named by
 # $1, so the planner reads that partition alone; any other batch probes, row by row, the partitions of
 # its ts and of its id's day, each pruned at run time. The run-time form is the dearer one: the executor
-# starts a scan for every partition before pruning (at 400 partitions, about 40 us of Postgres CPU a row
-# against 10 for the one-day form).
+# starts a scan for every partition before pruning, so its cost grows with the partitions kept
+# (3b6d5bf's message has the figures).
 _INSERT_PROBING = """
 WITH inserted AS (
     INSERT INTO events (event_id, source, ts, payload, accepted_at)
@@ -73,8 +73,8 @@ INSERT_FROM_STAGING_ONE_DAY = _INSERT_PROBING.format(probe=_ONE_DAY_PROBE)
 # The common flush, when the worker has seen (`codec.shared_day`) that every id is a distinct UUIDv7 and
 # every id and ts fall on the one day $1: no id repeats, so DISTINCT ON and its sort have nothing to
 # choose; every id names its ts's day, so none goes in events_elsewhere. Its command tag counts the rows
-# inserted. One round trip less than STAGING_DAY then INSERT_FROM_STAGING_ONE_DAY, and less Postgres CPU:
-# 19.8 against 24.3 us a row, COPY included (`python -m benchmarks.flush_cost`, 2026-11-27).
+# inserted. One round trip less than STAGING_DAY then INSERT_FROM_STAGING_ONE_DAY, and less Postgres CPU
+# a row, COPY included (`python -m benchmarks.flush_cost`: docs/results.md#2026-11-27-flush-cost).
 INSERT_FROM_STAGING_SHARED_DAY = f"""
 INSERT INTO events (event_id, source, ts, payload, accepted_at)
 SELECT event_id, source, ts, payload, 'epoch'::timestamptz + accepted_us * interval '1 microsecond'
@@ -85,8 +85,8 @@ ON CONFLICT (event_id, ts) DO NOTHING
 """
 
 # The straight flush (`PostgresWriter`): a batch that `codec.shared_day` vouches for goes by COPY into
-# `events` itself, with no staging table and no INSERT..SELECT: 18.5 against 23.2 us of Postgres CPU a row,
-# this question included (`python -m benchmarks.flush_cost`, 2026-11-29). COPY cannot
+# `events` itself, with no staging table and no INSERT..SELECT: less Postgres CPU a row, this question
+# included (`python -m benchmarks.flush_cost`: docs/results.md#2026-11-29-flush-cost). COPY cannot
 # skip a duplicate, so STORED_ON_DAY asks first, in the same transaction, whether any id is stored on the
 # batch's day or listed in events_elsewhere; a duplicate stored after that question (a concurrent flush)
 # makes the COPY fail on the primary key instead, and the batch goes the staged way.

@@ -6,9 +6,7 @@ from uuid import UUID
 
 import orjson
 from fastapi import APIRouter, Depends, Path, Query
-from starlette.responses import Response
 
-from tenk.errors import InvalidInputError, NotFoundError, error_response
 from tenk.ingest import keys, queries
 from tenk.ingest.accept import accept_batch, accept_one
 from tenk.ingest.schemas import (
@@ -24,14 +22,29 @@ from tenk.ingest.schemas import (
 from tenk.ingest.service import IngestService
 from tenk.ingest.stream import summed_counters
 from tenk.ingest.writers import scoped_id, writer_of
-from tenk.lane import ContentType, IdempotencyKey, RawBody, app_state, header, hot, resolved
-from tenk.models import errors_documented
-from tenk.ops.auth import require_event_reader, require_writer
-from tenk.outages import REDIS_DOWN
-from tenk.pagination import CursorCodec, cursors, keyset_page
-from tenk.reply import Reply
+from tenk.platform import (
+    REDIS_DOWN,
+    ContentType,
+    CursorCodec,
+    IdempotencyKey,
+    InvalidInputError,
+    NotFoundError,
+    RawBody,
+    Reply,
+    ReplyRoute,
+    app_state,
+    cursors,
+    error_reply,
+    errors_documented,
+    header,
+    hot,
+    keyset_page,
+    require_event_reader,
+    require_writer,
+    resolved,
+)
 
-router = APIRouter(tags=["ingest"])
+router = APIRouter(tags=["ingest"], route_class=ReplyRoute)
 
 _JSON = "application/json"
 _FIRST_POSITION = ("-infinity", "00000000-0000-0000-0000-000000000000")
@@ -59,8 +72,8 @@ Writer = Annotated[
 EventCursors = Annotated[CursorCodec, cursors("events")]
 
 
-def _redis_down() -> Response:
-    return error_response(503, "stream_unavailable", "the event stream is unavailable", retry_after_s=1.0)
+def _redis_down() -> Reply:
+    return error_reply(503, "stream_unavailable", "the event stream is unavailable", retry_after_s=1.0)
 
 
 @router.post(
@@ -114,7 +127,7 @@ async def post_batch(
     description="By the id a 202 answered; or, with the key that wrote it, by the event_id its client chose"
     " (stored under an id scoped to that key, see docs/ingest.md).",
 )
-async def get_event(event_id: UUID, ingest: IngestDep, writer: Writer) -> Response:
+async def get_event(event_id: UUID, ingest: IngestDep, writer: Writer) -> Reply:
     row: str | None = None
     scoped = scoped_id(writer, event_id)
     if scoped != str(event_id):
@@ -124,7 +137,7 @@ async def get_event(event_id: UUID, ingest: IngestDep, writer: Writer) -> Respon
         row = await ingest.pg.fetchval(queries.EVENT_BY_ID, event_id)
     if row is None:
         raise NotFoundError("no such event (it may not be written yet)", field="path.event_id")
-    return Response(row.encode(), media_type=_JSON)
+    return Reply(200, row.encode())
 
 
 @router.get(
@@ -166,7 +179,7 @@ def _position(codec: CursorCodec, after: str) -> tuple[str, str]:
     dependencies=[Depends(require_event_reader)],
     summary="Backlog, pending, dead letters, rows written, last flush",
 )
-async def ingest_stats(service: IngestDep) -> Response:
+async def ingest_stats(service: IngestDep) -> Reply:
     try:
         backlog = await service.refresh_backlog()
         totals: dict[bytes, bytes] = await service.redis.hgetall(keys.STATS)  # type: ignore[assignment]
@@ -200,4 +213,4 @@ async def ingest_stats(service: IngestDep) -> Response:
         "max_backlog_bytes": service.settings.max_backlog_bytes,
         "accepting": not service.over_capacity,
     }
-    return Response(orjson.dumps(body), media_type=_JSON)
+    return Reply(200, orjson.dumps(body))

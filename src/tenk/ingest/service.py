@@ -11,16 +11,21 @@ import asyncpg
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from tenk.background import cancel_and_wait, raise_if_cancelled
-from tenk.connections import connect_redis, create_redis
 from tenk.ingest import keys
 from tenk.ingest.durability import DurabilityGuard
 from tenk.ingest.producer import StreamProducer
 from tenk.ingest.settings import IngestSettings
 from tenk.ingest.stream import Backlog, ensure_group, read_backlogs, shards_in_use
-from tenk.ops.metrics import live_gauges
 from tenk.ops.tracing import tracing_on
-from tenk.outages import REDIS_DOWN
+from tenk.platform import (
+    REDIS_DOWN,
+    cancel_and_wait,
+    connect_redis,
+    create_redis,
+    live_gauges,
+    raise_if_cancelled,
+    redis_options,
+)
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.ingest.service")
@@ -106,7 +111,8 @@ async def ingest_lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     ingest = settings.ingest
     # Its own client: a fsync-per-write Redis needs a longer timeout than the cache's fail-fast one.
-    redis = create_redis(settings, max_connections=16, timeout_s=ingest.redis_timeout_s)
+    options = {**redis_options(settings), "max_connections": 16, "timeout_s": ingest.redis_timeout_s}
+    redis = create_redis(settings.resolved_redis_url, **options)
     service = IngestService(app.state.pg, redis, ingest)
     app.state.ingest = service
     try:

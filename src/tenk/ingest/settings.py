@@ -48,7 +48,7 @@ class IngestSettings(BaseModel):
     )
     durability: Durability = Field(
         "everysec",
-        description="Redis AOF fsync: `everysec` may lose ~1 s of accepted events if Redis crashes; `always` none. "
+        description="Redis AOF fsync: `everysec` may lose the last second's events if Redis crashes; `always` none. "
         "`replicated`: `everysec`, and a 202 only once a replica has the events too (`WAIT 1`), else 503. "
         "`tenk up` starts the embedded Redis with it; the API checks it and `/ready` is degraded when Redis is weaker.",
     )

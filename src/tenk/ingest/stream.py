@@ -10,8 +10,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from tenk.connections import reply_text
 from tenk.ingest.keys import GROUP, RECONCILE, RECORD_SHARDS, SHARDS_SEEN, stats_key, stream_key
+from tenk.platform import reply_text
 
 logger = logging.getLogger("tenk.ingest.stream")
 

@@ -51,8 +51,6 @@ from typing import Any, NamedTuple
 import asyncpg
 from redis.exceptions import ResponseError
 
-from tenk.background import cancel_and_wait, raise_if_cancelled
-from tenk.connections import connect_redis, pooler_connect_kwargs, redis_from_url, reply_text
 from tenk.ingest import codec, dead_letters, keys, metrics, partitions
 from tenk.ingest.stream import (
     Backlog,
@@ -64,8 +62,17 @@ from tenk.ingest.stream import (
 )
 from tenk.ingest.writer import CONFLICT, DeadLetter, GiveUp, PostgresWriter, SchemaMissing
 from tenk.ops.tracing import tracing_on
-from tenk.outages import POSTGRES_ERRORS, REDIS_DOWN
-from tenk.resilience.backoff import Backoff
+from tenk.platform import (
+    POSTGRES_ERRORS,
+    REDIS_DOWN,
+    Backoff,
+    cancel_and_wait,
+    connect_redis,
+    pooler_connect_kwargs,
+    raise_if_cancelled,
+    redis_from_url,
+    reply_text,
+)
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.ingest.worker")
@@ -123,7 +130,7 @@ class Worker:
         # Each flush has a connection (and its staging table) to itself; while one commits, the next
         # batch is already being copied on another, so commit latency does not cap throughput.
         self._dsn = settings.resolved_database_url
-        self._connect_kwargs = pooler_connect_kwargs(settings)
+        self._connect_kwargs = pooler_connect_kwargs(settings.database.pooler)
         through_pooler = settings.database.pooler == "transaction"
         self.writers = [
             PostgresWriter(self._dsn, ingest.write_mode, name, self._connect_kwargs, through_pooler=through_pooler)

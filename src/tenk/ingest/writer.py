@@ -17,7 +17,7 @@ import asyncpg
 
 from tenk.ingest import codec, metrics, queries
 from tenk.ingest.settings import WriteMode
-from tenk.resilience.backoff import Backoff
+from tenk.platform import Backoff
 
 logger = logging.getLogger("tenk.ingest.writer")
 
@@ -81,7 +81,7 @@ class PostgresWriter:
         self.dsn = dsn
         self.mode = mode
         self.consumer = consumer
-        # `tenk.connections.pooler_connect_kwargs`: what a transaction-mode pooler needs.
+        # `tenk.platform.connections.pooler_connect_kwargs`: what a transaction-mode pooler needs.
         self.connect_kwargs = connect_kwargs or {}
         # Through a transaction-mode pooler no session state may outlive a transaction: the staging
         # table is made in each flush instead of once per connection (see `queries.CREATE_STAGING`).

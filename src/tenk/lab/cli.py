@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenk.lab.errors import LabError
-from tenk.lab.plan import plan_command
+from tenk.lab.results.plan import plan_command
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -44,6 +44,19 @@ def lab() -> None:
     help='The target\'s CPU quota for rungs that set none: "300m", "1.5", "auto" or "none" '
     "(default: TENK_LAB_CPU_BUDGET, else auto below 4 cores, else none).",
 )
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="Sample the target's stacks during each measured step (py-spy; needs ptrace): a flame graph per rung "
+    "and a differential one between consecutive rungs, next to the report. Also the ladder's `profile = true`.",
+)
+@click.option(
+    "--profile-rate",
+    type=click.IntRange(min=1, max=1000),
+    default=100,
+    show_default=True,
+    help="Stack samples a second, with --profile.",
+)
 @click.option("--dry-run", is_flag=True, help="Validate the ladder, print the plan and its time bound; start nothing.")
 def run(
     ladder_file: Path | None,
@@ -58,6 +71,8 @@ def run(
     repeats: int | None,
     no_stream: bool,
     cpu_budget: str | None,
+    profile: bool,
+    profile_rate: int,
     dry_run: bool,
 ) -> None:
     """Run LADDER.toml (or --preset NAME): every rung, then results.json, report.md and report.html."""
@@ -66,7 +81,7 @@ def run(
     from tenk.lab.driving.wrk import wrk_binary
     from tenk.lab.measuring.options import RunOptions
     from tenk.lab.measuring.progress import QuietProgress, RichProgress
-    from tenk.lab.measuring.runner import run_ladder
+    from tenk.lab.results.record import run_ladder
 
     if (ladder_file is None) == (preset is None):
         raise click.UsageError("give a LADDER_FILE or --preset NAME (one of them)")
@@ -109,10 +124,12 @@ def run(
                 progress=progress,
                 repeats=repeats,
                 stream=not no_stream,
+                profile=profile,
+                profile_rate_hz=profile_rate,
             ),
         )
     except KeyboardInterrupt:
-        from tenk.lab.measuring.processes import stop_leftover_children
+        from tenk.lab.processes.servers import stop_leftover_children
 
         stop_leftover_children()
         raise click.ClickException("interrupted: every process the lab started has been stopped") from None
@@ -169,7 +186,7 @@ def _percent(value: str | None) -> float | None:
     "2-core machine), with statistical support.",
 )
 def compare(a: Path, b: Path, fail_on: str | None) -> None:
-    """Per-rung comparison of B against A, each labelled faster / slower / no detectable change."""
+    """Per-rung comparison of B against A, each labelled better / worse / no detectable change / inconclusive."""
     from tenk.lab.documents import load_results
     from tenk.lab.results.compare import compare_rows, provenance_warnings, regressions
 
@@ -224,7 +241,8 @@ def merge(
     """Merge results from `--segment i/n` runs on several generator machines into one."""
     from tenk.lab.definition.mixes import load_mix
     from tenk.lab.documents import load_results
-    from tenk.lab.results.compare import MERGE_NOTE, load_summary, result_from_summary, write_merged
+    from tenk.lab.driving.k6_summaries import load_summary, result_from_summary
+    from tenk.lab.results.compare import MERGE_NOTE, write_merged
 
     if k6_summaries:
         if mix_name is None or rate is None or duration_s is None:

@@ -33,6 +33,11 @@ def other_cpus(target_cpus: str) -> str | None:
     return ",".join(str(c) for c in rest) if rest else None
 
 
+def pinned(argv: list[str], cpus: str | None) -> list[str]:
+    """`argv` started on `cpus` (taskset), or as it is when there is no CPU list."""
+    return ["taskset", "-c", cpus, *argv] if cpus else argv
+
+
 def pin_tree(pid: int, cpus: set[int] | frozenset[int]) -> None:
     """Move a running process, its children and all their threads onto `cpus` (children forked later
     inherit it). `sched_setaffinity` on a pid moves one thread only, so each thread is moved."""
@@ -66,8 +71,9 @@ def staying_on(cpus: str | None) -> Iterator[None]:
     """Run this process on `cpus` (None: where it is) and give it every lab CPU back after.
 
     The lab reads k6's stream, samples /proc and probes the dependencies all through a step; on the
-    target's cores that work was counted as the target's neighbours and took CPU from it (0.15 of the
-    target's core at 2,000 req/s of the search mix). Threads started inside inherit the move.
+    target's cores that work was counted as the target's neighbours and took CPU from it (the
+    search-open-loop runs before and after: docs/results/2026-11-29/search-open-loop-k6/). Threads
+    started inside inherit the move.
     """
     if cpus is None:
         yield

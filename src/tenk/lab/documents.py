@@ -106,7 +106,7 @@ class LoadFigures(Document):
     segment: str = ""
     # Failed requests by reason: "status_503", "timeout", "refused", "reset", "network", ...
     errors_by_reason: dict[str, int] = Field(default_factory=dict)
-    # Every request's latency as an encoded HdrHistogram (fixed-rate runs; see tenk.lab.results.latency).
+    # Every request's latency as an encoded HdrHistogram (fixed-rate runs; see tenk.lab.driving.latency).
     latency_hdr: str = ""
     # Fixed-rate runs: each second's offered rate, goodput, errors and p99 (the live view's figures).
     seconds: list[Second] = Field(default_factory=list)
@@ -167,6 +167,11 @@ class IngestFigures(TypedDict, total=False):
     backlog_grew: bool
 
 
+# The roles a load generator is sampled under, by its process name: in `ServerSample.roles_cores_mean`
+# beside the target's dependencies, and named as a bottleneck's `name` when it ran out of CPU.
+GENERATORS = ("k6", "wrk")
+
+
 class ServerSample(Document):
     """The target's process tree sampled each second during a step, and what else was read beside it.
 
@@ -212,13 +217,15 @@ GENERATOR = "generator"
 DEPENDENCY = "dependency"
 NEIGHBOURS = "neighbours"
 UNDETERMINED = "undetermined"
+# A capacity search that did not bracket the capacity: its figure is a lower bound, nobody's ceiling.
+UNCONVERGED = "unconverged"
 NONE = "none"
 
 
 class Bottleneck(Document):
     model_config = ConfigDict(frozen=True)
 
-    kind: str  # one of TARGET, GENERATOR, DEPENDENCY, NEIGHBOURS, UNDETERMINED, NONE
+    kind: str  # one of TARGET, GENERATOR, DEPENDENCY, NEIGHBOURS, UNDETERMINED, UNCONVERGED, NONE
     name: str  # "target", "k6", "postgres", ... ("" when kind is NONE)
     cpus: list[int] = Field(default_factory=list)
     detail: str = ""
@@ -232,6 +239,8 @@ class Bottleneck(Document):
             return "no ceiling reached"
         if self.kind == UNDETERMINED:
             return f"undetermined ({self.detail})"
+        if self.kind == UNCONVERGED:
+            return "search did not converge"
         where = f" on CPU {','.join(str(c) for c in self.cpus)}" if self.cpus else ""
         return f"{self.name}{where}"
 
@@ -248,12 +257,22 @@ class Step(Document):
 
 class CapacityResult(Document):
     capacity: float  # highest passing rate; 0 when no step passed
+    # Whether the search bracketed the capacity to its precision (or found no rate it could pass); when it
+    # did not, `stopped` says why, and the capacity is a lower bound, nobody's ceiling.
     converged: bool
     limited_by: list[str]  # why the lowest failing step failed
     generator_limited: bool  # the ceiling was the generator's: capacity is a lower bound
     plan: str
     elapsed_s: float
     steps: list[Step] = Field(default_factory=list)
+    stopped: str = ""
+
+    @property
+    def unconverged(self) -> str:
+        """Why the search did not converge, "" when it did (files from before `stopped` give the old reason)."""
+        if self.converged:
+            return ""
+        return self.stopped or "the search ran out of steps"
 
     @property
     def best(self) -> Step | None:
@@ -285,6 +304,7 @@ class RungSettings(TypedDict, total=False):
     target: str
     factory: bool
     server: str
+    command: list[str]
     workers: int
     apis: int
     loop: str
@@ -324,6 +344,50 @@ class BudgetRecord(Document):
     auto: str = ""
 
 
+class FunctionShare(Document):
+    """One function's share of a rung's stack samples: where it was the frame running (`self_share`) and
+    where it was anywhere on the stack (`total_share`), each a fraction of the rung's samples."""
+
+    function: str
+    self_share: float
+    total_share: float
+
+
+class FunctionChange(Document):
+    """One function's self share in a rung against the rung before it, and the change in points."""
+
+    function: str
+    before: float
+    after: float
+    points: float  # (after - before) * 100
+    # Two standard errors of that change from sampling alone (binomial, both sides), in points: a change
+    # within it is what two profiles of the same code could differ by.
+    noise_points: float = 0.0
+
+
+class RungProfile(Document):
+    """Where the target's CPU went during a rung's measured steps (`tenk lab run --profile`): py-spy's
+    samples of the whole process tree, merged over the steps and repeats.
+
+    Each repeat's document names its raw stack files (`stacks`, relative to the run's folder); the rung's
+    summary adds the counts, the top functions and the flame graphs written next to the report."""
+
+    rate_hz: int
+    stacks: list[str] = Field(default_factory=list)
+    # Why there is no profile (py-spy missing, or it could not attach: ptrace), or "".
+    missing: str = ""
+    samples: int = 0
+    # py-spy's own CPU seconds and the seconds it sampled for: its cost on the generator's cores.
+    sampler_cpu_s: float = 0.0
+    sampled_s: float = 0.0
+    top: list[FunctionShare] = Field(default_factory=list)
+    flame: str = ""  # profiles/rung-NN.svg
+    # Against the rung before it: its differential flame graph and the functions whose share moved most.
+    against: str = ""
+    diff: str = ""
+    changed: list[FunctionChange] = Field(default_factory=list)
+
+
 class RungResult(Document):
     """One rung: one repeat's measurement, or (with `repeats`) the median repeat with every repeat beside it."""
 
@@ -350,6 +414,8 @@ class RungResult(Document):
     cpu_ms: dict[str, float] = Field(default_factory=dict)
     # `topology = "cluster"`: CPU ms per successful request spent in each API node (cpu_ms["target"]: all).
     cpu_ms_per_node: dict[str, float] = Field(default_factory=dict)
+    # 1000 / the target's CPU ms per request: what a whole core would serve if CPU were all a request took.
+    # A projection, never measured, and named and shown as one in every output.
     projected_rps_per_core: float | None = None
     cpu_budget: BudgetRecord | None = None
     # One repeat's document carries its number and what was reset before it;
@@ -360,6 +426,69 @@ class RungResult(Document):
     estimate: Estimate | None = None
     cpu_ms_estimate: Estimate | None = None
     bottlenecks: list[str] = Field(default_factory=list)
+    profile: RungProfile | None = None
+
+
+# The labels of a comparison, decided once (`tenk.lab.results.stats.compare`) and printed as they are in
+# every output: report.md, report.html, results.json, the live view and `tenk lab compare`.
+BETTER = "better"
+WORSE = "worse"
+NO_CHANGE = "no detectable change"
+INCONCLUSIVE = "inconclusive"
+
+
+class RankTest(Document):
+    """A two-sided Mann-Whitney U test of NEW against BASE (`tenk.lab.results.stats.mann_whitney`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    u: float  # pairs where NEW > BASE, ties counting a half
+    p: float
+    effect: float  # P(new > base) = u / (n_new * n_base); 0.5 is no effect
+    min_p: float  # the smallest p these sample sizes can give
+    exact: bool
+
+
+class Comparison(Document):
+    """NEW against BASE: the ratio of their medians (new / base), its 95 % interval, and the one label.
+
+    `ratio` is None when the two figures are not comparable (a ceiling that is not the target's, a search
+    that did not converge, a capacity against a fixed rate's goodput), and the interval is None from one
+    repeat a side: there is no spread to draw one from. `reason` says why a comparison is inconclusive.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    label: str  # BETTER, WORSE, NO_CHANGE or INCONCLUSIVE
+    reason: str = ""
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n_base: int = 0
+    n_new: int = 0
+    rank_test: RankTest | None = None
+
+    @property
+    def shown(self) -> str:
+        """The label as every output prints it: `better`, `inconclusive (n = 1 + 1: ...)`."""
+        return f"{self.label} ({self.reason})" if self.reason else self.label
+
+
+class Judgement(Document):
+    """One comparison of a results document, as every output shows it (`results.derivations.judgements`):
+    a rung against the rung before it, or a claim's two rungs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base: str  # rung labels
+    new: str
+    metric: str  # what `comparison` compares: capacity, rps, cpu_ms, p99_ms, errors
+    comparison: Comparison
+    # A step along the ladder: the target's CPU ms per request beside its headline, valid whatever set a ceiling.
+    cpu: Comparison | None = None
+    # A claim: its text, and what the comparison makes of it (reproduced, refuted, inconclusive (...)).
+    claim: str = ""
+    verdict: str = ""
 
 
 class Claim(Document):
@@ -439,6 +568,8 @@ class Results(Document):
     rungs: list[RungResult]
     merged_from: list[str] = Field(default_factory=list)
     merge_note: str = ""
+    # Every comparison the reports print, each with its label: computed once as the results are written.
+    comparisons: list[Judgement] = Field(default_factory=list)
     # Set when the run stopped early (Ctrl-C, a crash): what it says, and the results hold only the
     # repeats that finished.
     partial: str = ""

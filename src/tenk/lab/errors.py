@@ -1,4 +1,4 @@
-"""What the lab raises: command-line errors, never HTTP ones (so not `tenk.errors.TenkError`s). Each is a
+"""What the lab raises: command-line errors, never HTTP ones (so not `tenk.platform.errors.TenkError`s). Each is a
 `click.ClickException`: `tenk lab` prints its message and exits non-zero.
 
 click.ClickException

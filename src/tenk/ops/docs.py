@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, ORJSONResponse
 
-from tenk.ops.auth import require_ops_key
+from tenk.platform import require_ops_key
 
 OPENAPI_URL = "/openapi.json"
 

@@ -79,6 +79,7 @@ class HttpToolsWithHeaderTimeout(HttpToolsProtocol):
 
 
 class UvicornWorkerWithHeaderTimeout(UvicornWorker):
-    """gunicorn's uvicorn worker, on uvloop and the protocol above."""
+    """gunicorn's uvicorn worker, on uvloop and the protocol above, with uvicorn's X-Forwarded-For handling
+    off: tenk's edge resolves the client itself, from TENK_TRUSTED_PROXIES (`tenk.ops.forwarded`)."""
 
-    CONFIG_KWARGS = {"loop": "uvloop", "http": HttpToolsWithHeaderTimeout}
+    CONFIG_KWARGS = {"loop": "uvloop", "http": HttpToolsWithHeaderTimeout, "proxy_headers": False}

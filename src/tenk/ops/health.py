@@ -9,16 +9,13 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 from fastapi import APIRouter, Depends, Request
-from starlette.responses import Response
 
-from tenk.lane import hot
-from tenk.ops.auth import require_ops_key
 from tenk.ops.drain import draining
-from tenk.reply import Reply
+from tenk.platform import Reply, ReplyRoute, hot, require_ops_key
 
 logger = logging.getLogger("tenk.ops.health")
 
-router = APIRouter(tags=["ops"])
+router = APIRouter(tags=["ops"], route_class=ReplyRoute)
 
 _PONG = Reply(200, b'{"ping":"pong"}')
 _LIVE = Reply(200, orjson.dumps({"status": "ok"}))
@@ -62,10 +59,10 @@ async def _check(name: str, probe: ReadinessProbe) -> dict[str, object]:
     summary="Readiness: each dependency, and whether we can serve",
     dependencies=[Depends(require_ops_key("ready"))],
 )
-async def ready(request: Request) -> Response:
+async def ready(request: Request) -> Reply:
     if draining():
         # Stopping (tenk.ops.drain): the load balancer must stop sending requests, though we still serve.
-        return Response(_DRAINING, 503, media_type="application/json")
+        return Reply(503, _DRAINING)
     probes: dict[str, tuple[ReadinessProbe, bool]] = request.app.state.readiness_probes
     names = list(probes)
     results = await asyncio.gather(*(_check(name, probes[name][0]) for name in names))
@@ -74,4 +71,4 @@ async def ready(request: Request) -> Response:
     optional_down = any(not checks[n]["ok"] for n in names if not probes[n][1])
     status = "down" if required_down else "degraded" if optional_down else "ok"
     body = orjson.dumps({"status": status, "checks": checks})
-    return Response(body, 503 if required_down else 200, media_type="application/json")
+    return Reply(503 if required_down else 200, body)

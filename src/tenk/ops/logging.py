@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from tenk.ops.request_id import request_id_var
+from tenk.platform import request_id_var
 
 _RESERVED = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "request_id"}
 _base_factory = logging.getLogRecordFactory()

@@ -16,9 +16,7 @@ from contextlib import suppress
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tenk.errors import TenkError, reply_for
-from tenk.ops.auth import check_authorization_header
-from tenk.ops.metrics import scrape_registry
+from tenk.platform import TenkError, check_authorization_header, reply_for, scrape_registry
 
 logger = logging.getLogger("tenk.ops.metrics_port")
 

@@ -1,8 +1,8 @@
 """A server span per HTTP request, as cheap as the sampler allows (tracing on only; needs the `otel` extra).
 
 Why not opentelemetry-instrumentation-asgi: it computes the request's attributes, records its own
-duration histograms and wraps `send` for every request, sampled or not. Measured on a cached product
-read (API on one core, wrk on the other), that cost 17,200 -> 2,800 req/s at a 1 % sample ratio. Here
+duration histograms and wraps `send` for every request, sampled or not, so that at a low sample ratio
+its work on the requests it drops outweighs a cached read (4421126's message has the figures). Here
 the sampler decides first; a request it drops pays for one span id and a context switch, nothing else,
 and still makes its (non-recording) span current, so that the Postgres and Redis spans under it are
 dropped with it instead of starting traces of their own.
@@ -12,24 +12,26 @@ A recorded span carries the stable HTTP semantic conventions: `http.request.meth
 `http.response.status_code`, and error status for a 5xx or an exception. Its name is
 "<method> <route template>", bounded like the metrics' labels.
 
-The sampler is asked before any span exists. The SDK's `start_span` costs about 8 us even for a span it
-drops (ids, the sampler, its own metrics, the span object) and `use_span` 4 more, on every request that
-tracing at 1-10 % does not keep. So ServerSpans draws the trace id and asks the provider's sampler itself;
-a dropped request gets a bare non-recording span, made current with one context attach. A kept one goes to
-the SDK, which must then start it with the trace id the sampler saw (a ratio sampler decides by the id:
-a fresh id would be a second draw, and the kept share the square of the ratio): hence the provider's
-`TraceIdsDrawnAhead`. With any other tracer, every request takes the SDK's path.
+The sampler is asked before any span exists. The SDK's `start_span` does its work even for a span it drops
+(ids, the sampler, its own metrics, the span object), and `use_span` more, on every request that tracing at
+a low ratio does not keep (docs/results.md#2026-11-26-tracing-in-process). So ServerSpans draws the trace
+id and asks the provider's sampler itself; a dropped request gets a bare non-recording span, made current
+with one context attach. A kept one goes to the SDK, which must then start it with the trace id the sampler
+saw (a ratio sampler decides by the id: a fresh id would be a second draw, and the kept share the square of
+the ratio): hence the provider's `TraceIdsDrawnAhead`. With any other tracer, every request takes the SDK's
+path.
 
 An incoming W3C trace context is continued only from a trusted caller (TENK_OPS_OTEL_TRUSTED_NETWORKS):
 with a parent-based sampler, a `traceparent` whose sampled flag is set makes the request recorded, so any
 client could otherwise have every request it sends traced (and exported) at will. Picking the trace id
 would not do either: the ratio sampler decides by the id, which the client then chooses. From anyone
-else the headers are ignored and the request is a new trace, sampled by the ratio.
+else the headers are ignored and the request is a new trace, sampled by the ratio. The caller is the client
+that TENK_TRUSTED_PROXIES resolves (`tenk.ops.forwarded`), as for every other use of the client: a
+proxy listed there passes its clients' traceparent on, so it never makes them trusted.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 
 from opentelemetry import context, propagate, trace
@@ -49,7 +51,8 @@ from opentelemetry.trace import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tenk.ops.metrics import method_label, route_template
+from tenk.ops.forwarded import TrustedProxies, address_of, is_in, parse_networks
+from tenk.platform import method_label, route_template
 
 _PROPAGATED = (b"traceparent", b"tracestate")
 # A dropped request's trace flags: not sampled, with or without W3C's "random trace id" (as the SDK sets them).
@@ -57,23 +60,9 @@ _UNSAMPLED = TraceFlags(TraceFlags.DEFAULT)
 _UNSAMPLED_RANDOM_ID = TraceFlags(TraceFlags.RANDOM_TRACE_ID)
 
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
 def _carrier(scope: Scope) -> dict[str, str]:
     """The W3C trace-context headers, the only ones the default propagator reads."""
     return {name.decode(): value.decode("latin-1") for name, value in scope["headers"] if name in _PROPAGATED}
-
-
-def _caller_is_in(scope: Scope, networks: tuple[Network, ...]) -> bool:
-    client = scope.get("client")
-    if not networks or not client:
-        return False
-    try:
-        address = ipaddress.ip_address(client[0])
-    except ValueError:
-        return False
-    return any(address in network for network in networks)
 
 
 class TraceIdsDrawnAhead(RandomIdGenerator):
@@ -92,7 +81,7 @@ class TraceIdsDrawnAhead(RandomIdGenerator):
 
 class RequestSampler(ParentBased):
     """ParentBased(TraceIdRatioBased(ratio)), tenk's sampler, whose verdict on a new trace is one comparison:
-    the SDK's call through both samplers costs 2 us, a quarter of what is left of an unsampled request's cost."""
+    the SDK's call through both samplers is a large part of what is left of an unsampled request's cost."""
 
     def __init__(self, ratio: float) -> None:
         self.new_traces = TraceIdRatioBased(ratio)
@@ -142,21 +131,31 @@ class ServerSpans:
         tracer: Tracer,
         excluded_paths: frozenset[str] = frozenset(),
         trusted_networks: Iterable[str] = (),
+        trusted_proxies: Iterable[str] = (),
     ) -> None:
         self.app = app
         self.tracer = tracer
         self.excluded_paths = excluded_paths
-        self.trusted_networks = tuple(ipaddress.ip_network(network, strict=False) for network in trusted_networks)
+        self.trusted_networks = parse_networks(trusted_networks)
+        # Resolved here as well as at the edge, which runs inside these spans: only for a request that
+        # carries a trace context, when some caller may be trusted.
+        self.proxies = TrustedProxies(trusted_proxies)
         self.sampling: _Sampling | None = None
         if isinstance(tracer, SdkTracer) and isinstance(tracer.id_generator, TraceIdsDrawnAhead):
             self.sampling = _Sampling(tracer.sampler, tracer.id_generator)
+
+    def _caller_is_trusted(self, scope: Scope) -> bool:
+        if not self.trusted_networks:
+            return False
+        client = self.proxies.client(scope)
+        return client is not None and is_in(address_of(client[0]), self.trusted_networks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.excluded_paths:
             await self.app(scope, receive, send)
             return
         carrier = _carrier(scope)
-        trusted = carrier and _caller_is_in(scope, self.trusted_networks)
+        trusted = carrier and self._caller_is_trusted(scope)
         parent = propagate.extract(carrier) if trusted else None
         method = method_label(scope["method"])
         dropped = self.sampling.dropped(parent, method) if self.sampling else None

@@ -10,7 +10,7 @@ did (the opentelemetry packages are the optional `otel` extra). With it on:
 - Postgres (asyncpg), Redis (redis-py, the Redis cache layer and the stream) and the upstream call
   (aiohttp) get client spans from their instrumentation libraries, children of the request's span;
 - the in-process cache layers add events (`cache.lookup`: cache, layer, result) to the current span,
-  through the hook `tenk.ops.metrics` offers on the counters they already count: nothing in the cache code;
+  through the hook `tenk.platform.metrics` offers on the counters they already count: nothing in the cache code;
 - JSON log lines carry `trace_id` and `span_id` when a span is current.
 
 `tenk worker` calls `setup_tracing` too. Each batch write gets a span (`ingest.write`: the COPY, dead
@@ -45,7 +45,7 @@ def tracing_on() -> bool:
 def _record_cache_events() -> None:
     from opentelemetry import trace
 
-    from tenk.ops.metrics import add_cache_lookup_hook
+    from tenk.platform import add_cache_lookup_hook
 
     def add_event(labels: Mapping[str, str]) -> None:
         trace.get_current_span().add_event("cache.lookup", labels)

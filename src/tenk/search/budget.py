@@ -27,7 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from tenk.errors import TenkError
+from tenk.platform import TenkError
 
 MAX_CLIENTS = 100_000
 

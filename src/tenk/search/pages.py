@@ -1,11 +1,12 @@
 """Result pages kept per process, refreshed ahead of expiry.
 
 A page lives `ttl_s`, or `quiet_ttl_s` while no product has changed since its load began
-(`unchanged_since`, fed by the catalog's invalidation listener: `tenk.catalog.changes`). A page answers
-for every product, so no one product's invalidation can target it; but while none changes it stays
+(`unchanged_since`, fed by the catalog's invalidation listener: `tenk.platform.readthrough.Changes`). A
+page answers for every product, so no one product's invalidation can target it; but while none changes it stays
 right, and a short TTL would only reload it for nothing. With 10,000 queries drawn evenly at 2,000 req/s
-(the search-open-loop example) each page is asked for every 5 s, and with a 10 s TTL alone Postgres
-spent 44 % of its CPU a search with the cache off (2026-11-29). A product write puts every page back on
+(the search-open-loop example) each page is asked for every 5 s, so with the TTL alone Postgres still
+did much of its cache-off work (the example's "cache on, TTL only" rung against its "cache off" one:
+docs/results/2026-11-29/search-open-loop/). A product write puts every page back on
 `ttl_s`. Each page's quiet lifetime is drawn between half and all of `quiet_ttl_s`: a cold start loads
 most pages within seconds, and with one lifetime they would all reach their refresh point together.
 
@@ -27,9 +28,9 @@ K = TypeVar("K", bound=Hashable)
 
 # The shortest quiet lifetime, as a share of `quiet_ttl_s`. A cold start loads most pages within seconds
 # of each other; with one lifetime their reloads would come due together, and again each lifetime after.
-# Reloads cost more than their own Postgres time: in the open-loop example (2,000 req/s over 10,000
-# queries, 2026-11-29) k6's p99 rose from 9-24 ms with none in the window to 49-101 ms with 6-9 % of
-# searches reloading, while the app answered every search within 10 ms either way.
+# Reloads cost more than their own Postgres time: in the open-loop example the client's p99 rose with
+# the share of searches reloading in its window, while the app's own answers did not slow (fefbcc6's
+# message has the figures).
 QUIET_SPREAD = 0.5
 
 

@@ -7,7 +7,7 @@ of words the 6K best products with both in their name. A key's postings are read
 the word is, so the cost of a query no longer grows with the number of products that match it.
 `ts_rank_cd` runs only over those candidates, and on the ones that match, with two ways around them:
 
-- one word alone (45 % of the query set) needs no ranking at all: a posting's score is the rank
+- one word alone (41 % of the query set) needs no ranking at all: a posting's score is the rank
   ts_rank_cd gives that word, so the word's first `limit` postings are the answer;
 - a query whose match the planner estimates at 6K rows or fewer (`search_match_estimate`, migration
   0007) has that match ranked in full, exactly: no dearer than ranking the candidates, which for
@@ -28,8 +28,8 @@ import re
 
 # TENK_SEARCH_CANDIDATES counts postings a word for a page of ten results; a larger page reads in
 # proportion. Read at the page-of-ten figure, most multi-word queries found fewer matches among the
-# candidates than a large page asks for and fell back to ranking every match: at 1M products, a page of
-# 50 cost 6.9 ms of Postgres CPU a query with 20 candidates a word, 1.2 ms with 100 (0.7 for a page of 10).
+# candidates than a large page asks for and fell back to ranking every match, a far dearer statement
+# than ranking the candidates (a74056c's message has the figures, at 1M products).
 CANDIDATES_PER_PAGE_OF = 10
 
 
@@ -137,9 +137,10 @@ SELECT
 
 # A query that is one plain word (`ONE_WORD`; 41 % of the query set) needs none of RANK_CANDIDATES'
 # machinery: its answer is the word's first postings. The same rows and ranks as RANK_CANDIDATES'
-# one-word branch (and so as ranking every match), at about two thirds of the statement's time on
-# 100k products. to_tsvector gives a letters-only word one lexeme, the one websearch_to_tsquery gives,
-# or none for a stop word (NULL: no postings, no hits, as the empty tsquery matches nothing).
+# one-word branch (and so as ranking every match), in less Postgres time than that branch takes
+# (9a86b43's message has the figure). to_tsvector gives a letters-only word one lexeme, the one
+# websearch_to_tsquery gives, or none for a stop word (NULL: no postings, no hits, as the empty tsquery
+# matches nothing).
 ONE_WORD = re.compile(r"\s*[A-Za-z]+\s*")
 RANK_ONE_WORD = """
 SELECT coalesce(json_agg(json_build_object(

@@ -7,15 +7,23 @@ from pydantic import BaseModel
 from starlette.datastructures import State
 from starlette.types import Scope
 
-from tenk.errors import InvalidInputError, TenkError
-from tenk.lane import app_state, header, hot, resolved
-from tenk.models import errors_documented
-from tenk.ops.auth import check_authorization_header, require_reader
-from tenk.reply import Reply
+from tenk.platform import (
+    InvalidInputError,
+    Reply,
+    ReplyRoute,
+    TenkError,
+    app_state,
+    check_authorization_header,
+    errors_documented,
+    header,
+    hot,
+    require_reader,
+    resolved,
+)
 from tenk.search.budget import client_key
 from tenk.search.service import SearchService
 
-router = APIRouter(tags=["search"])
+router = APIRouter(tags=["search"], route_class=ReplyRoute)
 
 MAX_QUERY_CHARS = 200
 # PgText's rule as a pattern, which the hot lane can check itself: no NUL. (Starlette and the lane decode

@@ -29,11 +29,16 @@ import asyncpg
 import orjson
 from fastapi import FastAPI
 
-from tenk.catalog.changes import ProductChanges
-from tenk.connections import create_pg_pool
-from tenk.errors import UnavailableError
-from tenk.outages import postgres_is_down
-from tenk.resilience import Bulkhead, BulkheadFullError, SingleFlight
+from tenk.platform import (
+    Bulkhead,
+    BulkheadFullError,
+    SingleFlight,
+    UnavailableError,
+    create_pg_pool,
+    pg_pool_options,
+    postgres_is_down,
+)
+from tenk.platform.readthrough import Changes
 from tenk.search import metrics, spelling
 from tenk.search.admission import Doorkeeper
 from tenk.search.budget import ClientBudget, SharedTime
@@ -68,7 +73,7 @@ class SearchService:
         settings: SearchSettings,
         clock: Callable[[], float] = time.monotonic,
         timeout_per_transaction: bool = False,
-        changes: ProductChanges | None = None,
+        changes: Changes | None = None,
     ) -> None:
         """`changes`: what this process knows of product changes, on `clock`; pages outlive `cache_ttl_s`
         only with it (None when the pages are read from a replica, which may lag the news)."""
@@ -240,17 +245,17 @@ async def search_lifespan(app: FastAPI) -> AsyncIterator[None]:
         server_settings["statement_timeout"] = str(settings.statement_timeout_ms)
         # Plan the search statements once per connection. Left to choose, Postgres keeps re-planning them
         # for each query's values (their generic plan's estimated cost never wins), and planning the
-        # ranking statement costs about 0.5 ms of Postgres CPU a query, a third of its whole cost at 1M
-        # products; over the query set the generic plans cost a third less in all. (Behind a transaction pooler
+        # ranking statement is a large part of its whole cost; over the query set the generic plans cost
+        # less in all (3616a47's message has the figures, at 1M products). (Behind a transaction pooler
         # statements are not prepared per connection, so there is nothing to keep.)
         server_settings["plan_cache_mode"] = "force_generic_plan"
     # Its own pool, as large as the bulkhead, with a server-side statement timeout on every query; on a
     # read replica when there are any (search tolerates the replica's lag: its pages are seconds old anyway).
     replicas = app.state.settings.database.replica_urls
+    tree = app.state.settings
     pool = await create_pg_pool(
-        app.state.settings,
-        dsn=replicas[0] if replicas else None,
-        max_size=settings.max_inflight,
+        replicas[0] if replicas else tree.resolved_database_url,
+        **{**pg_pool_options(tree), "max_size": settings.max_inflight},
         server_settings=server_settings,
     )
     # Pages outlive their TTL only while the catalog's listener vouches that no product changed since

@@ -145,6 +145,23 @@ def make_private(path: Path, *, server_may_enter: bool = False) -> None:
         path.chmod(wanted)
 
 
+def server_owned_dir(path: Path) -> None:
+    """`path` made a 0700 directory of whoever runs the servers: us, or `tenk-pg` when we are root. Its name
+    must be in a directory of ours that nobody else may change, so that chown and chmod act on the directory
+    made here, never on a link."""
+    run_as = run_as_server_user()
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise RuntimeError(f"{path} is not a directory")
+    if not run_as:
+        refuse_unless_ours(path, info)
+    elif info.st_uid != run_as["user"]:
+        os.chown(path, run_as["user"], run_as["group"], follow_symlinks=False)
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        path.chmod(0o700)
+
+
 def read_owned(path: Path) -> str:
     """The text of a file tenk stored for itself (a password, the dev key): never through a symbolic link,
     and only when the current user owns it and nobody else may write it. Readable by others, it is made

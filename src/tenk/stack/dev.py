@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tenk.interrupts import sigterm_as_ctrl_c
-from tenk.resilience.backoff import Backoff
+from tenk.platform import Backoff
 from tenk.settings import Settings
 
 logger = logging.getLogger("tenk.stack.dev")

@@ -17,13 +17,13 @@ import io
 import os
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from tenk.stack._ports import PortTakenError, ServerExitedError, free_port
+from tenk.stack._process import http_status
 from tenk.stack.haproxy import Backend, check_config, drain_s_for, haproxy_argv, haproxy_config
 from tenk.stack.members import (
     Member,
@@ -52,19 +52,18 @@ def _tenk(*args: str) -> list[str]:
 
 
 def http_ready(port: int, timeout: float = 1.0) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/ready", timeout=timeout).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return http_status(f"http://127.0.0.1:{port}/ready", timeout) == 200
 
 
 def in_rotation(stats_port: int) -> dict[str, bool]:
     """Node name -> whether the HAProxy with this stats port sends it requests now; empty if it is down."""
+    # The standard library's client, not httpx (the lab's): `tenk up` runs on an install without the lab.
     try:
-        answer = httpx.get(f"http://127.0.0.1:{stats_port}/stats;csv", timeout=1.0)
-    except httpx.HTTPError:
+        with urllib.request.urlopen(f"http://127.0.0.1:{stats_port}/stats;csv", timeout=1.0) as answer:
+            text = answer.read().decode()
+    except (OSError, ValueError):
         return {}
-    rows = csv.DictReader(io.StringIO(answer.text.lstrip("# ")))
+    rows = csv.DictReader(io.StringIO(text.lstrip("# ")))
     return {
         row["svname"]: row["status"] == "UP"
         for row in rows

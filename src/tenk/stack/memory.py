@@ -16,8 +16,8 @@ MIB = 1024 * 1024
 # Postgres's docs' starting point for a dedicated server: a quarter of the memory.
 SHARED_BUFFERS_SHARE = 4
 # Never under Postgres's own default (128MB); never over 16GB, where the buffer descriptors Postgres
-# builds at every start (measured here: ~22 MB and ~25 ms a GB) buy room for data a development stack
-# rarely has.
+# builds at every start (memory and start-up time for every GB; 0e70afa's message has the figures) buy
+# room for data a development stack rarely has.
 SHARED_BUFFERS_MIN_MB = 128
 SHARED_BUFFERS_MAX_MB = 16 * 1024
 

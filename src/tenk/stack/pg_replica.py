@@ -1,10 +1,11 @@
-"""A streaming read replica of the embedded Postgres, on 127.0.0.1, from the same wheel's binaries.
+"""A streaming read replica of the embedded Postgres, from the same wheel's binaries.
 
 `pg_basebackup -R` copies the primary's data directory over the replication protocol and writes
 `standby.signal` and `primary_conninfo`; the copy then runs as an `EmbeddedPostgres` of its own,
-replaying the primary's WAL as it streams in. The primary needs nothing extra: Postgres defaults to
-`wal_level = replica` with WAL senders, and the `pg_hba.conf` that `initdb --auth=scram-sha-256`
-writes already admits replication connections from 127.0.0.1 with the password. The replica streams
+replaying the primary's WAL as it streams in. Both go through the primary's private socket, as every
+client of the embedded servers does (see `tenk.stack._sockets`). The primary needs nothing extra:
+Postgres defaults to `wal_level = replica` with WAL senders, and the `pg_hba.conf` that
+`initdb --auth=scram-sha-256` writes already admits local replication connections with the password. The replica streams
 as the primary's superuser (replication needs it), whose password is kept in the replica's `password`
 file (0600) and in `postgresql.auto.conf` inside its private data directory. Clients read from it as the
 application role, which replicates like any other catalog row; its password is copied into the
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tenk.stack._private import make_private, run_as_server_user, server_user, write_secret
+from tenk.stack._sockets import conninfo_value
 from tenk.stack.postgres import EmbeddedPostgres, _bin_dir
 
 
@@ -65,7 +67,10 @@ class LocalPgReplica:
         if run_as:
             for path in (self.server.pgdata, self.server.socket_dir):
                 shutil.chown(path, server_user().pw_uid, server_user().pw_gid)
-        conninfo = f"host=127.0.0.1 port={self.primary.port} user={self.primary.superuser}"
+        # Through the primary's socket: the replica keeps this in primary_conninfo, with the superuser's
+        # password, and reconnects with it whenever the primary is away.
+        host = conninfo_value(str(self.primary.socket_host))
+        conninfo = f"host={host} port={self.primary.port} user={self.primary.superuser}"
         subprocess.run(
             [
                 str(_bin_dir() / "pg_basebackup"),

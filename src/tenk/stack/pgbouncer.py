@@ -1,11 +1,14 @@
 """PgBouncer in transaction mode in front of a Postgres, as a platform's pooler would be (RDS Proxy,
 Supavisor): each transaction may run on another server connection, so a client must keep no session
-state (see `tenk.connections.pooler_connect_kwargs`, and TENK_DATABASE_POOLER=transaction).
+state (see `tenk.platform.connections.pooler_connect_kwargs`, and TENK_DATABASE_POOLER=transaction).
 
 The binary is Debian's `pgbouncer` (`make system-deps` installs it as root). Clients authenticate with
 SCRAM against `<data dir>/userlist.txt` (0600), which holds the upstream role's password: PgBouncer
 needs the password itself to log in to Postgres with SCRAM on the client's behalf. It listens on
-127.0.0.1 only and has no Unix socket. As root it runs as `tenk-pg`, like Postgres (it refuses root).
+127.0.0.1 and on a Unix socket in `sock/` (0700, the server's own directory); `url` names the socket,
+and PgBouncer reaches Postgres through Postgres's own (`upstream_host` is its directory), so the
+password crosses no port another local user could take (see `tenk.stack._sockets`). As root it runs
+as `tenk-pg`, like Postgres (it refuses root).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +24,13 @@ import psutil
 
 from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, port_is_open
-from tenk.stack._private import make_private, require_traversable, run_as_server_user, server_user
+from tenk.stack._private import (
+    make_private,
+    require_traversable,
+    run_as_server_user,
+    server_owned_dir,
+    server_user,
+)
 from tenk.stack._process import (
     Expected,
     log_tail,
@@ -31,6 +41,7 @@ from tenk.stack._process import (
     stop_process,
     write_pidfile,
 )
+from tenk.stack._sockets import addressable, conninfo_value, postgres_url
 
 INSTALL_HINT = "pgbouncer is not installed: `apt-get install pgbouncer` (or `make system-deps` as root)"
 
@@ -54,8 +65,8 @@ def _quoted(value: str) -> str:
 
 @dataclass
 class LocalPgBouncer:
-    """`data_dir` is its own directory (e.g. `<tenk data dir>/pgbouncer`); `user`/`password` are the
-    upstream role's, which clients use too."""
+    """`data_dir` is its own directory (e.g. `<tenk data dir>/pgbouncer`); `upstream_host` is libpq's host,
+    the directory of Postgres's socket; `user`/`password` are the upstream role's, which clients use too."""
 
     data_dir: Path
     port: int
@@ -72,20 +83,28 @@ class LocalPgBouncer:
     auth_file = InDataDir("userlist.txt")
     pidfile = InDataDir("pgbouncer.pid")
     log_path = InDataDir("pgbouncer.log")
+    socket_dir = InDataDir("sock")
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()
 
     @property
+    def socket_host(self) -> Path:
+        """The directory of its Unix socket as it and its clients name it (see `tenk.stack._sockets`)."""
+        return addressable(self.socket_dir, f".s.PGSQL.{self.port}")
+
+    @property
     def url(self) -> str:
-        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+        return postgres_url(self.user, self.password, self.database, self.socket_host, self.port)
 
     def config(self) -> str:
-        upstream = f"host={self.upstream_host} port={self.upstream_port} dbname={self.database}"
+        host = conninfo_value(self.upstream_host)
+        upstream = f"host={host} port={self.upstream_port} dbname={self.database}"
         settings = {
             "listen_addr": "127.0.0.1",
             "listen_port": str(self.port),
-            "unix_socket_dir": "",
+            "unix_socket_dir": str(self.socket_host),
+            "unix_socket_mode": "0700",
             "auth_type": "scram-sha-256",
             "auth_file": str(self.auth_file),
             "pool_mode": "transaction",
@@ -121,6 +140,7 @@ class LocalPgBouncer:
         if run_as:
             os.chown(self.log_path, run_as["user"], run_as["group"])
             require_traversable(self.data_dir, server_user(), "the data directory")
+        server_owned_dir(self.socket_dir)
         return run_as
 
     def process(self) -> psutil.Process | None:
@@ -135,8 +155,11 @@ class LocalPgBouncer:
         binary = pgbouncer_path()
         if (proc := self.process()) is not None:
             self.write_config()
-            proc.send_signal(signal.SIGHUP)
-            return False
+            if self._has_socket():
+                proc.send_signal(signal.SIGHUP)
+                return False
+            # Started by an older tenk, before it had its socket: PgBouncer reads unix_socket_dir at start only.
+            self.stop()
         if port_is_open(self.port):
             raise PortTakenError(f"port {self.port} is taken by another process")
         run_as = self.write_config()
@@ -146,6 +169,12 @@ class LocalPgBouncer:
         )
         write_pidfile(self.pidfile, process.pid)
         return True
+
+    def _has_socket(self) -> bool:
+        try:
+            return stat.S_ISSOCK(os.lstat(self.socket_host / f".s.PGSQL.{self.port}").st_mode)
+        except FileNotFoundError:
+            return False
 
     def stop(self) -> None:
         # SIGINT: "safe shutdown", after the transactions in flight.

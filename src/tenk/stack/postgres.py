@@ -4,7 +4,8 @@ We drive `initdb` and `postgres` ourselves rather than through pgserver's helper
 listens on a Unix socket only, picks its own paths, and opens up every ancestor directory when run as
 root. Here: scram-sha-256 authentication with generated passwords (0600 files in `<data dir>`), a Unix
 socket in a 0700 directory, files created with umask 077, and no permission changes outside the tenk
-data directory (see `tenk.stack._private`).
+data directory (see `tenk.stack._private`). The server listens on its port too, but every URL here, and
+tenk's own psql, go through the socket: a stopped server's port is anyone's (see `tenk.stack._sockets`).
 
 Two roles: the bootstrap superuser (`postgres`, password in `password`), for replication and
 administration only, and the application role (`tenk`, password in `app-password`), which `url` names
@@ -42,6 +43,7 @@ from tenk.stack._private import (
 )
 from tenk.stack._process import Expected, log_tail, owned_process, recorded_start, spawn_detached, stop_process
 from tenk.stack._reachable import reachable_bin_dir
+from tenk.stack._sockets import addressable, postgres_url
 from tenk.stack.memory import shared_buffers_setting
 from tenk.stack.pg_roles import SAFE_PGOPTIONS, ensure_role_sql, hand_over_sql
 
@@ -106,14 +108,28 @@ class EmbeddedPostgres:
         return secret(self.data_dir / "app-password")
 
     @property
+    def socket_host(self) -> Path:
+        """The directory of the server's Unix socket as the server and its clients name it: `socket_dir`, or
+        its short alias when that is too deep for a socket address (see `tenk.stack._sockets`)."""
+        return addressable(self.socket_dir, f".s.PGSQL.{self.port}")
+
+    @property
     def url(self) -> str:
         """The application role's: what the API, workers, migrations, the lab and tests use."""
-        return f"postgresql://{self.app_role}:{self.app_password}@127.0.0.1:{self.port}/{self.database}"
+        return self.url_for(self.database)
+
+    def url_for(self, database: str) -> str:
+        """The application role's URL for another database on this server."""
+        return self._url(self.app_role, self.app_password, database)
 
     @property
     def superuser_url(self) -> str:
         """For replication and administration only; never hand it to the app."""
-        return f"postgresql://{self.superuser}:{self.superuser_password}@127.0.0.1:{self.port}/{self.database}"
+        return self._url(self.superuser, self.superuser_password, self.database)
+
+    def _url(self, role: str, password: str, database: str) -> str:
+        # Through the private socket, never 127.0.0.1: a stopped server's port is anyone's to listen on.
+        return postgres_url(role, password, database, self.socket_host, self.port)
 
     def _make_dirs(self) -> None:
         make_private(self.data_dir.parent, server_may_enter=True)
@@ -209,7 +225,7 @@ class EmbeddedPostgres:
             "-p",
             str(self.port),
             "-k",
-            str(self.socket_dir),
+            str(self.socket_host),
         ]
         for key, value in {**SERVER_SETTINGS, "shared_buffers": self.shared_buffers_at_start}.items():
             argv += ["-c", f"{key}={value}"]
@@ -238,7 +254,7 @@ class EmbeddedPostgres:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             probe = subprocess.run(
-                [str(_bin_dir() / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser],
+                self._superuser_argv("pg_isready"),
                 capture_output=True,
             )
             if probe.returncode == 0:
@@ -246,10 +262,13 @@ class EmbeddedPostgres:
             time.sleep(0.1)
         raise TimeoutError(f"postgres did not become ready in {timeout}s")
 
+    def _superuser_argv(self, tool: str) -> list[str]:
+        """A client tool of the wheel's, as the superuser, through the server's socket."""
+        return [str(_bin_dir() / tool), "-h", str(self.socket_host), "-p", str(self.port), "-U", self.superuser]
+
     def _psql(self, sql: str, database: str = "postgres") -> str:
         """Run `sql` as the superuser. On stdin, not the command line: every local user can read that."""
-        argv = [str(_bin_dir() / "psql"), "-X", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser]
-        argv += ["-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-f", "-"]
+        argv = [*self._superuser_argv("psql"), "-X", "-d", database, "-v", "ON_ERROR_STOP=1", "-tA", "-f", "-"]
         # The app role owns what is in the database: no name it could shadow may resolve outside pg_catalog.
         env = {**os.environ, "PGPASSWORD": self.superuser_password, "PGCONNECT_TIMEOUT": "10"}
         env["PGOPTIONS"] = SAFE_PGOPTIONS
@@ -280,6 +299,8 @@ class EmbeddedPostgres:
             time.sleep(0.1)
 
     def _trusts_strangers(self) -> bool:
+        """Whether a connection over TCP, the way any local user can come, gets in without a password. The
+        probe has no password to give (`-w`, empty PGPASSWORD), so whoever answers on the port learns nothing."""
         env = {**os.environ, "PGPASSWORD": "", "PGCONNECT_TIMEOUT": "5"}
         argv = [str(_bin_dir() / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.superuser, "-w"]
         probe = subprocess.run([*argv, "-d", "postgres", "-tAc", "SELECT 1"], capture_output=True, env=env)
@@ -289,11 +310,23 @@ class EmbeddedPostgres:
         """The application role exists with its password and owns the database and all in it: on every
         start, so that data directories from before the role get it too (see `tenk.stack.pg_roles`)."""
         self._psql(ensure_role_sql(self.app_role, self.app_password))
-        exists = self._psql(f"SELECT 1 FROM pg_catalog.pg_database WHERE datname = '{self.database}'")
-        if exists.strip() != "1":
+        if not self.has_database(self.database):
             # The superuser's, so that the app role cannot set what the superuser's sessions there read.
             self._psql(f'CREATE DATABASE "{self.database}"')
-        self._psql(hand_over_sql(self.app_role), database=self.database)
+        self.hand_over(self.database)
+
+    def has_database(self, name: str) -> bool:
+        return self._psql(f"SELECT 1 FROM pg_catalog.pg_database WHERE datname = '{name}'").strip() == "1"
+
+    def hand_over(self, database: str) -> None:
+        """The app role may connect to `database` and create in it, and owns everything in it; the database
+        itself stays the superuser's (see `tenk.stack.pg_roles.hand_over_sql`)."""
+        self._psql(hand_over_sql(self.app_role), database=database)
+
+    def superuser_sql(self, sql: str, database: str = "postgres") -> str:
+        """Run `sql` as the superuser, for administration (creating, copying and dropping databases): SQL of
+        tenk's own, never one holding input."""
+        return self._psql(sql, database)
 
     def stop(self, fast: bool = True) -> None:
         stop_process(self.process(), signal.SIGINT if fast else signal.SIGTERM, timeout=30)

@@ -16,7 +16,10 @@ gigabyte for one request.
 Layout, so that root never follows a link the server user planted (see `tenk.stack._private`): `data_dir`
 is tenk's (0700, or root's 0710 with group `tenk-pg`) and holds what tenk writes: `password`,
 `redis.conf`, `redis.pid` and `redis.log` (the server writes to the descriptor it is given). The server
-keeps its AOF in `data/`, the one directory it owns; tenk never opens anything in it.
+keeps its AOF in `data/`, the one directory it owns; tenk never opens a file in it.
+
+The server listens on its port and on a Unix socket in `data/` (`unixsocketperm 700`); `url`, and every
+client here, name the socket: a stopped server's port is anyone's to listen on (see `tenk.stack._sockets`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,17 +36,18 @@ from pathlib import Path
 import psutil
 import redis
 from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tenk.ingest.settings import Durability, IngestSettings, appendfsync_for
 from tenk.stack._layout import InDataDir
 from tenk.stack._ports import PortTakenError, port_is_open
 from tenk.stack._private import (
     make_private,
-    refuse_unless_ours,
     require_traversable,
     run_as_server_user,
     running_as_root,
     secret,
+    server_owned_dir,
     server_user,
     write_private,
 )
@@ -57,12 +62,15 @@ from tenk.stack._process import (
     write_pidfile,
 )
 from tenk.stack._reachable import reachable_binary
+from tenk.stack._sockets import addressable, redis_url
 
 SERVER_NAMES = ("redis-server", "valkey-server")
 # The largest string and the largest unread input one client may send. tenk's largest value is a request body
 # (TENK_MAX_BODY_BYTES, 1 MiB by default) with its envelope; the server's defaults are 512 MB and 1 GB.
 PROTO_MAX_BULK_LEN = "16mb"
 CLIENT_QUERY_BUFFER_LIMIT = "64mb"
+# The Unix socket's name in `data/`, the server's own directory.
+SOCKET_NAME = "redis.sock"
 # What a server of the layout before `data/` kept at the top of `data_dir`: moved into `data/` once.
 _LEGACY_DATA = ("appendonlydir", "appendonly.aof", "dump.rdb")
 _LEGACY_TENK_FILES = ("password", "redis.conf", "redis.pid", "redis.log")
@@ -163,8 +171,15 @@ class EmbeddedRedis:
             (self.work_dir / name).unlink(missing_ok=True)  # unlink removes a link, never what it names
 
     @property
+    def socket_path(self) -> Path:
+        """The server's Unix socket, in `data/` (0700), as the server and its clients name it: through a short
+        alias when `data/` is too deep for a socket address (see `tenk.stack._sockets`)."""
+        return addressable(self.work_dir, SOCKET_NAME) / SOCKET_NAME
+
+    @property
     def url(self) -> str:
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        # Through the private socket, never 127.0.0.1: a stopped server's port is anyone's to listen on.
+        return redis_url(self.socket_path, self.password)
 
     def process(self) -> psutil.Process | None:
         expected = Expected(frozenset(SERVER_NAMES), self.work_dir, recorded_start(self.pidfile))
@@ -187,6 +202,8 @@ class EmbeddedRedis:
         return {
             "port": str(self.port),
             "bind": "127.0.0.1",
+            "unixsocket": str(self.socket_path),
+            "unixsocketperm": "700",
             "dir": str(self.work_dir),
             "requirepass": self.password,
             "appendonly": "yes",
@@ -220,29 +237,46 @@ class EmbeddedRedis:
             if not port_is_open(self.port):
                 raise PortTakenError(f"redis in {self.data_dir} runs, but not on port {self.port}")
             self.write_config()
-            self._apply_to_running_server()
-            return False
+            if not self._without_its_socket():
+                self._apply_to_running_server()
+                return False
+            # Started by an older tenk, before it had its socket: Redis reads `unixsocket` at start only.
+            self.stop()
         if port_is_open(self.port):
             raise PortTakenError(f"port {self.port} is taken by another process; set another with --redis-port")
         self.write_config()
         run_as = self._hand_over_to_server_user()
         process = spawn_listening("redis", self.argv(), self.log_path, self.port, timeout, **run_as)
         write_pidfile(self.pidfile, process.pid)
-        self._wait_loaded(LOAD_TIMEOUT_S)
+        self._wait_loaded(process, LOAD_TIMEOUT_S)
         return True
 
-    def _wait_loaded(self, timeout: float) -> None:
+    def _without_its_socket(self) -> bool:
+        """Whether the running server lacks the Unix socket its config names (none named: it lacks nothing)."""
+        wanted = self.config().get("unixsocket")
+        if wanted is None:
+            return False
+        try:
+            return not stat.S_ISSOCK(os.lstat(wanted).st_mode)
+        except FileNotFoundError:
+            return True
+
+    def _wait_loaded(self, process: subprocess.Popen[bytes], timeout: float) -> None:
         """Listening is not ready: a server replaying its AOF answers every command with LOADING until it has
-        read it all, so whoever starts it next (a FLUSHDB, the API's first read) would fail."""
+        read it all, so whoever starts it next (a FLUSHDB, the API's first read) would fail. Its socket is
+        bound just after its port: until then, connecting to it is refused."""
         deadline = time.monotonic() + timeout
         with self._client(self.password) as client:
             while True:
                 try:
                     client.ping()
                     return
-                except BusyLoadingError:
+                except (BusyLoadingError, RedisConnectionError) as exc:
+                    if process.poll() is not None:
+                        tail = self.log_tail()
+                        raise RuntimeError(f"redis exited with code {process.returncode}; log tail:\n{tail}") from None
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"redis still loading its data after {timeout:.0f}s") from None
+                        raise RuntimeError(f"redis not ready after {timeout:.0f}s: {exc}") from None
                     time.sleep(0.05)  # polling a state, with a deadline: not synchronisation by sleep
 
     def _hand_over_to_server_user(self) -> dict[str, int]:
@@ -253,16 +287,7 @@ class EmbeddedRedis:
             user = server_user()
             require_traversable(self._server_binary().parent, user, "redis-server")
             require_traversable(self.data_dir, user, "the data directory")
-        self.work_dir.mkdir(mode=0o700, exist_ok=True)
-        info = os.lstat(self.work_dir)
-        if not stat.S_ISDIR(info.st_mode):
-            raise RuntimeError(f"{self.work_dir} is not a directory")
-        if not run_as:
-            refuse_unless_ours(self.work_dir, info)
-        elif info.st_uid != run_as["user"]:
-            os.chown(self.work_dir, run_as["user"], run_as["group"], follow_symlinks=False)
-        if stat.S_IMODE(info.st_mode) != 0o700:
-            self.work_dir.chmod(0o700)
+        server_owned_dir(self.work_dir)
         return run_as
 
     def _apply_to_running_server(self) -> None:
@@ -285,7 +310,9 @@ class EmbeddedRedis:
             client.config_set("requirepass", wanted["requirepass"])
 
     def _client(self, password: str | None) -> redis.Redis:
-        return redis.Redis(port=self.port, password=password, socket_timeout=5, decode_responses=True)
+        return redis.Redis(
+            unix_socket_path=str(self.socket_path), password=password, socket_timeout=5, decode_responses=True
+        )
 
     def stop(self) -> None:
         stop_process(self.process(), signal.SIGTERM)

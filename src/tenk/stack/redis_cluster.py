@@ -24,6 +24,7 @@ Every port `p` also needs its cluster-bus port free: `p + 10000`, or `p - 40000`
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -235,9 +236,6 @@ class LocalRedisCluster:
     def _create(self, timeout: float) -> None:
         argv = [
             str(self.cli_binary),
-            "--no-auth-warning",
-            "-a",
-            self.password,
             "--cluster",
             "create",
             *(f"127.0.0.1:{port}" for port in self.ports),
@@ -245,8 +243,10 @@ class LocalRedisCluster:
             str(self.replicas_per_master),
             "--cluster-yes",
         ]
-        # The password is on redis-cli's command line for the second it runs; the servers keep it in files.
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        # The password in redis-cli's environment (valkey-cli reads the same name), never on its command line,
+        # which every local user may read; the servers keep it in their config files.
+        env = {**os.environ, "REDISCLI_AUTH": self.password}
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
 

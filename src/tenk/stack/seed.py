@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import asyncpg
+
+from tenk.stack.migrate import bundled_migrations
 
 _ADJECTIVES = [
     "compact",
@@ -289,8 +293,8 @@ async def _no_invalidations_recorded(conn: asyncpg.Connection) -> AsyncIterator[
 
     A product that did not exist has no cached copy but "no such product", which lasts
     TENK_CATALOG_NEGATIVE_TTL_S (2 s). A million records, by contrast, kept every API process that
-    started after `tenk up --products 1000000` busy for minutes delivering invalidations nobody needed
-    (0.85 of a core, measured idle), and skewed every benchmark run in that time."""
+    started after `tenk up --products 1000000` busy for minutes delivering invalidations nobody needed,
+    and skewed every benchmark run in that time (8572930's message has the figure)."""
     await conn.execute("ALTER TABLE products DISABLE TRIGGER products_record_invalidation")
     yield
     await conn.execute("ALTER TABLE products ENABLE TRIGGER products_record_invalidation")
@@ -324,34 +328,14 @@ async def seed(dsn: str, product_count: int, task_count: int) -> dict[str, int]:
     return written
 
 
-_RESTORE_PRODUCTS = """
-INSERT INTO products AS p (id, sku, name, description, price_cents, stock)
-SELECT id, sku, name, description, price_cents, stock FROM seeded_products
-ON CONFLICT (id) DO UPDATE
-    SET sku = excluded.sku, name = excluded.name, description = excluded.description,
-        price_cents = excluded.price_cents, stock = excluded.stock
-    WHERE (p.sku, p.name, p.description, p.price_cents, p.stock)
-          IS DISTINCT FROM (excluded.sku, excluded.name, excluded.description, excluded.price_cents, excluded.stock)
-"""
-
-
-async def restore_products(dsn: str, product_count: int) -> int:
-    """Put the seeded catalogue's first `product_count` products back as `products()` makes them: deleted
-    ones re-inserted, changed ones reset (through the usual triggers, so caches hear of it). Products
-    beyond them are left alone. Returns how many rows were restored.
-
-    The lab runs this before every ladder: its mixes read ids across the whole seeded range, and a
-    product deleted in a dev session (`make run` shares the data directory) would be a 404 in every step."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        async with conn.transaction():
-            await conn.execute("CREATE TEMP TABLE seeded_products (LIKE products INCLUDING DEFAULTS) ON COMMIT DROP")
-            await conn.copy_records_to_table(
-                "seeded_products",
-                records=products(product_count),
-                columns=["id", "sku", "name", "description", "price_cents", "stock"],
-            )
-            status = await conn.execute(_RESTORE_PRODUCTS)
-    finally:
-        await conn.close()
-    return int(status.rsplit(" ", 1)[1])
+def fingerprint(product_count: int, task_count: int) -> str:
+    """What a database holds once migrated and then seeded with these counts, as a digest of what decides
+    it: every bundled migration, this module's code and the counts. Two databases filled so hold the same
+    rows but for their timestamps; a change to any of these changes the digest (`tenk.stack.seeded_copy`
+    remakes its template then)."""
+    digest = hashlib.sha256()
+    for migration in bundled_migrations():
+        digest.update(f"{migration.name}\0{migration.sql}\0".encode())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(f"\0{product_count}\0{task_count}".encode())
+    return digest.hexdigest()

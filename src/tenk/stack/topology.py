@@ -115,7 +115,7 @@ class PgBouncerStore:
         return LocalPgBouncer(
             self.data_dir,
             self.port,
-            "127.0.0.1",
+            str(self.primary.socket_host),
             self.primary.port,
             self.primary.app_role,
             self.primary.app_password,

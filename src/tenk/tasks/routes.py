@@ -4,18 +4,27 @@ from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Depends, Path, Query
-from starlette.responses import Response
+from starlette.responses import Response  # a 204's documented class: no body, no media type
 
-from tenk.errors import NotFoundError
-from tenk.lane import app_state, hot
-from tenk.models import errors_documented
-from tenk.ops.auth import require_reader, require_writer
-from tenk.pagination import CursorCodec, cursors, keyset_page
-from tenk.reply import JSON, Reply, created
+from tenk.platform import (
+    CursorCodec,
+    NotFoundError,
+    Reply,
+    ReplyRoute,
+    app_state,
+    created,
+    cursors,
+    errors_documented,
+    hot,
+    keyset_page,
+    no_content,
+    require_reader,
+    require_writer,
+)
 from tenk.tasks import queries
 from tenk.tasks.schemas import Task, TaskIn, TaskPage, TaskPatch
 
-router = APIRouter(prefix="/tasks", tags=["tasks"])
+router = APIRouter(prefix="/tasks", tags=["tasks"], route_class=ReplyRoute)
 
 DEFAULT_LIMIT, MAX_LIMIT = 25, 100
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1, description="Task id.")]
@@ -71,9 +80,8 @@ async def get_task(task_id: TaskId, pg: PgDep) -> Reply:
     operation_id="patch_task",
     summary="Change a task",
 )
-async def patch_task(task_id: TaskId, patch: TaskPatch, pg: PgDep) -> Response:
-    row = await pg.fetchval(queries.PATCH_TASK, task_id, patch.title, patch.notes, patch.done)
-    return Response(_one(row), media_type=JSON)
+async def patch_task(task_id: TaskId, patch: TaskPatch, pg: PgDep) -> Reply:
+    return Reply(200, _one(await pg.fetchval(queries.PATCH_TASK, task_id, patch.title, patch.notes, patch.done)))
 
 
 @router.delete(
@@ -85,10 +93,10 @@ async def patch_task(task_id: TaskId, patch: TaskPatch, pg: PgDep) -> Response:
     operation_id="delete_task",
     summary="Delete a task",
 )
-async def delete_task(task_id: TaskId, pg: PgDep) -> Response:
+async def delete_task(task_id: TaskId, pg: PgDep) -> Reply:
     if await pg.fetchval(queries.DELETE_TASK, task_id) is None:
         raise NotFoundError("no such task", field="path.task_id")
-    return Response(status_code=204)
+    return no_content()
 
 
 @router.get(

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tenk.models import PatchModel, PgText
+from tenk.platform import PatchModel, PgText
 
 Title = Annotated[PgText, Field(min_length=1, max_length=200)]
 Notes = Annotated[PgText, Field(max_length=4000)]

@@ -5,12 +5,12 @@ TenkError
 ├── UpstreamError            502  the vendor failed or answered nonsense   (here)
 └── UnavailableError         503
     └── UpstreamTimeoutError 504  the vendor did not answer in time
-CircuitOpenError, BulkheadFullError -> 503 with Retry-After (tenk.errors)
+CircuitOpenError, BulkheadFullError -> 503 with Retry-After (tenk.platform.errors)
 """
 
 from __future__ import annotations
 
-from tenk.errors import TenkError
+from tenk.platform import TenkError
 
 
 class UpstreamError(TenkError):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from tenk.ops.metrics import cache_lookup_counter
+from tenk.platform import cache_lookup_counter
 
 CALL_LATENCY = Histogram(
     "tenk_upstream_call_duration_seconds",

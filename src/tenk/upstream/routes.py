@@ -4,14 +4,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from tenk.lane import app_state, hot
-from tenk.models import errors_documented
-from tenk.ops.auth import require_reader
-from tenk.reply import Reply
+from tenk.platform import Reply, ReplyRoute, app_state, errors_documented, hot, require_reader
 from tenk.upstream.schemas import SYMBOL_PATTERN, Quote
 from tenk.upstream.service import QuoteService
 
-router = APIRouter(prefix="/quotes", tags=["quotes"])
+router = APIRouter(prefix="/quotes", tags=["quotes"], route_class=ReplyRoute)
 
 Symbol = Annotated[
     str,

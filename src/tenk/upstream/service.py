@@ -25,10 +25,18 @@ from fastapi import FastAPI
 from prometheus_client import Histogram
 from yarl import URL
 
-from tenk.errors import NotFoundError, UpstreamTimeoutError
-from tenk.local_cache import TtlCache
-from tenk.ops.metrics import live_gauges
-from tenk.resilience import BreakerCall, Bulkhead, BulkheadFullError, CircuitBreaker, CircuitOpenError, SingleFlight
+from tenk.platform import (
+    BreakerCall,
+    Bulkhead,
+    BulkheadFullError,
+    CircuitBreaker,
+    CircuitOpenError,
+    NotFoundError,
+    SingleFlight,
+    TtlCache,
+    UpstreamTimeoutError,
+    live_gauges,
+)
 from tenk.upstream import metrics
 from tenk.upstream.errors import UpstreamError
 from tenk.upstream.settings import UpstreamSettings

@@ -19,7 +19,7 @@ class UpstreamSettings(BaseModel):
         None,
         gt=0,
         description="A separate budget for opening a connection; unset, the whole-call timeout covers it. "
-        "Measured: 2,000 connections opened in one burst lag a busy core's event loop by over 3 s, and a "
+        "A burst of new connections (a cold pool under load) lags a busy core's event loop by seconds, and a "
         "short connect budget turns that lag into failures that open the breaker.",
     )
     max_inflight: int = Field(

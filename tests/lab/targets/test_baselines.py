@@ -22,11 +22,11 @@ from fastapi.routing import APIRoute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.clients import AUTH as TENK_AUTH
+from harness.stack import VENV_BIN, Stack
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.settings import Settings
 from tenk.stack import free_port, wait_http_ok
-from tests.support.clients import AUTH as TENK_AUTH
-from tests.support.stack import VENV_BIN, Stack
 from tests.support.waiting import eventually_blocking
 
 BASELINES = ["naive_sync", "naive_blocking", "naive_async"]
@@ -308,7 +308,7 @@ def test_blocking_baselines_run_def_or_async_def_handlers_as_named(name: str) ->
 def wsgi_url(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The WSGI baseline started the way the lab starts it: gunicorn, argv from the lab's own builder."""
     from tenk.lab.definition.ladder import RungConfig
-    from tenk.lab.measuring.processes import target_argv
+    from tenk.lab.processes.servers import target_argv
 
     port = free_port()
     argv = target_argv(RungConfig(target="baseline:wsgi_sync", factory=False, server="gunicorn", workers=2), port, {})

@@ -15,9 +15,13 @@ from tenk.lab.errors import ConfigError
 
 def load(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(path, None, "", f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            path, None, "", f"not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:

@@ -24,7 +24,10 @@ from tenk.lab.documents import Claim as Claim
 from tenk.lab.errors import ConfigError
 from tenk.stack.topology import TOPOLOGIES  # the claim a ladder states is the one results.json carries
 
-DEFAULT_REPEATS = 3
+# Five: the fewest a side at which the rank test behind every label can reach p < 0.05 with one repeat out
+# of order (tenk.lab.results.stats). At three a side its least p is 0.10, so every comparison would read
+# "inconclusive"; at four only a perfect split reaches it.
+DEFAULT_REPEATS = 5
 METRICS = ("rps", "capacity", "p99_ms", "errors", "cpu_ms")
 UPSTREAM_DEFAULTS: dict[str, float] = {"p50_ms": 40.0, "p99_ms": 400.0, "error_rate": 0.0, "hang_rate": 0.0}
 
@@ -36,6 +39,9 @@ class RungConfig:
     target: str = "tenk"
     factory: bool = True
     server: str = "granian"
+    # The target's own command line instead of `server`'s (an app with a server of its own): `{port}` and
+    # `{workers}` are filled in at start. Empty: `server` serves `target`.
+    command: tuple[str, ...] = ()
     workers: int = 1
     # API nodes behind the load balancer (`topology = "cluster"` only), each `workers` processes.
     apis: int = 1
@@ -43,7 +49,7 @@ class RungConfig:
     http: str = "httptools"
     access_log: bool = False
     cpus: str = "0"
-    # The target's CPU quota (lab.measuring.cpubudget): "300m", "1.5", "none", or "auto" (chosen by
+    # The target's CPU quota (lab.processes.cpubudget): "300m", "1.5", "none", or "auto" (chosen by
     # measurement before the rungs). "" = not set: the run's default (`tenk lab run --cpu-budget`).
     cpu_budget: str = ""
     ingest_workers: int = 0
@@ -122,6 +128,8 @@ class Rung:
     changes: tuple[Change, ...]
     allow_multi: bool
     line: int | None
+    # What should set its capacity's ceiling (`expect_bound`): "target", or "any" (no expectation).
+    expect_bound: str = "any"
 
     @property
     def multi_variable(self) -> bool:
@@ -148,6 +156,8 @@ class Ladder:
     # "single": one target process tree on the single stack; "cluster": `apis` nodes behind HAProxy
     # on the local cluster's stores (tenk.stack.topology), k6 aiming at HAProxy.
     topology: str = "single"
+    # Sample the target's stacks during each measured step, as `tenk lab run --profile` does.
+    profile: bool = False
 
 
 def _apply(base: RungConfig, where: Where, data: dict[str, Any], model: type[RungFields] = RungFields) -> RungConfig:
@@ -159,12 +169,16 @@ def _apply(base: RungConfig, where: Where, data: dict[str, Any], model: type[Run
         path, message = explain(exc)
         place = where.sub(path[0]) if len(path) > 1 else where
         raise place.error(path[-1], message) from None
-    values: dict[str, Any] = fields.model_dump(exclude_none=True, exclude={"label", "allow_multi", "env", "upstream"})
+    values: dict[str, Any] = fields.model_dump(
+        exclude_none=True, exclude={"label", "allow_multi", "env", "upstream", "expect_bound"}
+    )
     if "target" in values:
         # A new target brings its own default for `factory` unless the same table sets it.
         values.setdefault("factory", _default_factory(values["target"]))
     if "cpus" in values:
         values["cpus"] = str(values["cpus"])
+    if "command" in values:
+        values["command"] = tuple(values["command"])
     for key in _NUMBERS:
         if key in values:
             values[key] = float(values[key])
@@ -191,14 +205,16 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
     """
     data, text = load(path)
     root = Where(path, text)
-    root.check_keys(data, ("name", "description", "repeats", "topology", "defaults", "rung", "claim"))
+    root.check_keys(data, ("name", "description", "repeats", "topology", "profile", "defaults", "rung", "claim"))
     name = root.string(data, "name", path.stem)
     description = root.string(data, "description", "-")
     repeats = root.integer(data, "repeats", DEFAULT_REPEATS, minimum=1)
     topology = root.string(data, "topology", "single", TOPOLOGIES)
+    profile = root.boolean(data, "profile", False)
     defaults_table = root.table_of(data, "defaults")
     defaults_where = Where(path, text, "defaults")
     defaults = _apply(RungConfig(), defaults_where, defaults_table)
+    default_expectation = str(defaults_table.get("expect_bound", "any"))
     if overrides:
         defaults = _apply(defaults, Where(Path("<command line>"), ""), overrides)
     raw_rungs = data.get("rung")
@@ -217,6 +233,7 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
         labels.append(label)
         allow_multi = where.boolean(raw, "allow_multi", False)
         config = _apply(previous, where, raw, RungTable)
+        expect_bound = str(raw.get("expect_bound", default_expectation))
         changes = tuple(diff(previous, config)) if index > 0 else ()
         line = locate(text, "rung", index, "label")
         if len(changes) > 1 and not allow_multi:
@@ -231,7 +248,7 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
         check_topology(topology, config, where)
         if config.capacity and config.engine == "wrk":
             raise where.error("engine", "capacity search needs the open-loop engine (k6); wrk cannot hold a rate")
-        rungs.append(Rung(index, label, config, changes, allow_multi, line))
+        rungs.append(Rung(index, label, config, changes, allow_multi, line, expect_bound))
         previous = config
     mixes: dict[str, Mix] = {}
     for rung in rungs:
@@ -243,7 +260,7 @@ def load_ladder(path: Path, overrides: dict[str, Any] | None = None) -> Ladder:
                     exc.path, exc.line, exc.key, f"{exc.message.split(': ', 2)[-1]} (mix of rung {rung.label!r})"
                 ) from None
     claims = tuple(_claim(Where(path, text, "claim", i), raw, labels) for i, raw in enumerate(data.get("claim", [])))
-    return Ladder(name, description, path, defaults, tuple(rungs), claims, mixes, repeats, topology)
+    return Ladder(name, description, path, defaults, tuple(rungs), claims, mixes, repeats, topology, profile)
 
 
 def check_topology(topology: str, config: RungConfig, where: Where) -> None:

@@ -54,7 +54,9 @@ def template_pieces(text: str, literal: Callable[[str], str], placeholder: Calla
     return pieces
 
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# A generator becomes `VALUES_NAME` in the scripts, so its name is an identifier, matched whole
+# (`$` lets a trailing newline by).
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class Endpoint:
     worst_latency_ms: int
     # JSON field -> the value (a template) the answer must hold there; k6 counts a mismatch as an error.
     check_json: dict[str, str] = field(default_factory=dict)
+    # Headers sent besides the lab's own (Content-Type, Authorization), which they may replace.
+    headers: dict[str, str] = field(default_factory=dict)
 
     def placeholders(self) -> list[str]:
         found = PLACEHOLDER.findall(self.path)
@@ -138,14 +142,23 @@ def resolve_mix(name_or_path: str, relative_to: Path | None = None) -> Path:
     if name_or_path in builtins:
         return builtins[name_or_path]
     path = Path(name_or_path)
-    if not path.is_absolute() and relative_to is not None and (relative_to / path).exists():
+    if not path.is_absolute() and relative_to is not None and _is_file(relative_to / path):
         path = relative_to / path
     return path
 
 
+def _is_file(path: Path) -> bool:
+    """Whether `path` names a file: a directory names no mix, and nor does a name the system refuses
+    (too long, or holding a NUL), which `Path.exists` would raise on."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def load_mix(name_or_path: str, relative_to: Path | None = None) -> Mix:
     path = resolve_mix(name_or_path, relative_to)
-    if not path.exists():
+    if not _is_file(path):
         known = ", ".join(builtin_mixes())
         raise ConfigError(path, None, "", f"no such mix file, and not a built-in mix ({known})")
     data, text = load(path)
@@ -189,9 +202,13 @@ def _variant(root: Where, data: dict[str, Any], path: Path) -> Parts:
             raise root.error(key, "a mix `based_on` another takes its endpoints and generators as they are")
     base_name = root.string(data, "based_on")
     base_path = resolve_mix(base_name, path.parent)
-    if not base_path.exists():
+    if not _is_file(base_path):
         raise root.error("based_on", f"no such mix file, and not a built-in mix ({', '.join(builtin_mixes())})")
-    if "based_on" in load(base_path)[0]:
+    try:
+        base_data = load(base_path)[0]
+    except ConfigError as exc:
+        raise root.error("based_on", str(exc)) from None
+    if "based_on" in base_data:
         # One level only: no chains to follow, and no cycle to guard against.
         raise root.error("based_on", f"{base_name!r} is itself based on another mix; name a mix with endpoints")
     base = load_mix(base_name, path.parent)
@@ -215,7 +232,7 @@ def _vars(root: Where, data: dict[str, Any]) -> dict[str, Var]:
     variables: dict[str, Var] = {}
     for name, spec in table.items():
         where = root.sub(f"vars.{name}")
-        if not _NAME.match(name) or name in BUILTIN_PLACEHOLDERS:
+        if not _NAME.fullmatch(name) or name in BUILTIN_PLACEHOLDERS:
             raise root.sub("vars").error(name, "a generator name must be an identifier, not a built-in")
         if not isinstance(spec, dict):
             raise root.sub("vars").error(name, "expected a table with `range = [lo, hi]` or `list = [...]`")
@@ -267,6 +284,7 @@ def _endpoint(where: Where, item: Any, variables: dict[str, Var]) -> tuple[Endpo
         timeout_ms=table.timeout_ms,
         worst_latency_ms=table.worst_latency_ms,
         check_json={key: str(value) for key, value in (table.check_json or {}).items()},
+        headers=dict(table.headers or {}),
     )
     for placeholder in endpoint.placeholders():
         if placeholder not in variables and placeholder not in BUILTIN_PLACEHOLDERS:

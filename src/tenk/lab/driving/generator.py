@@ -13,15 +13,53 @@ import resource
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from tenk.lab.cpus import cpu_count_of
+from tenk.lab.cpus import cpu_count_of, pinned
+from tenk.lab.definition.mixes import Mix
+from tenk.lab.documents import LoadFigures
 
 GENERATOR_BOUND_UTIL = 0.80
+# What a generator keeps of the environment the lab runs in: its runtime's and its own settings, where to
+# find certificates and proxies, and the locale. The script reads only the TENK_LAB_* variables the lab
+# sets for it; the caller's database URLs, cloud credentials and other secrets stay out of its reach
+# (k6's `__ENV` and wrk's `os.getenv` see the whole environment of their process).
+GENERATOR_ENV = frozenset(
+    {
+        "PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL",
+        "SSL_CERT_FILE", "SSL_CERT_DIR",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+        "GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "GOTRACEBACK",
+    }
+)  # fmt: skip
+# k6 reads its options from K6_* variables (K6_CSV_SAVE_INTERVAL, K6_NO_USAGE_REPORT, ...).
+GENERATOR_ENV_PREFIXES = ("K6_",)
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """One go of a load generator at a target, handed to k6 (`run_k6`) and to wrk (`run_wrk`) alike: the mix,
+    how hard (an arrival rate for k6's open loop, a number of connections for wrk's closed one) and how long,
+    where to and with which key, and where the run's files go, its output is logged and it may run."""
+
+    mix: Mix
+    duration_s: float
+    base_url: str
+    api_key: str
+    # Makes the mix's `{uid}` unique across runs and generator machines.
+    run_id: str
+    workdir: Path
+    log: Path
+    cpus: str | None
+    rate: float = 0.0  # k6: total arrivals a second, split by the mix's weights
+    connections: int = 0  # wrk
+    slo_ms: float = 100.0  # k6 sizes each endpoint's VU pool to its worst latency, or this if larger
+    segment: str = ""  # k6: the i-th of n execution segments ("i/n"), for several generator machines
+    on_tick: Callable[[float], None] | None = None  # called with the seconds since the start, about twice a second
 
 
 @dataclass
@@ -53,8 +91,24 @@ def generator_verdict(cost: GeneratorCost, dropped: int) -> list[str]:
     return reasons
 
 
-def pinned(argv: list[str], cpus: str | None) -> list[str]:
-    return ["taskset", "-c", cpus, *argv] if cpus else argv
+def charge(figures: LoadFigures, cost: GeneratorCost) -> None:
+    """Write what the generator cost into its run's figures, and whether that makes the run generator-bound."""
+    figures.generator_cpu_s = round(cost.cpu_s, 3)
+    figures.generator_cores_used = round(cost.cores_used, 3)
+    figures.generator_util = round(cost.util, 3)
+    figures.generator_cores = cost.cores
+    figures.generator_peak_rss_mb = round(cost.peak_rss_mb, 1)
+    figures.generator_reasons = generator_verdict(cost, figures.dropped)
+    figures.generator_bound = bool(figures.generator_reasons)
+
+
+def generator_environment(base: Mapping[str, str], **lab: str) -> dict[str, str]:
+    """What a load generator is started with: the part of `base` it keeps (GENERATOR_ENV), then the lab's
+    own variables for its script."""
+    kept = {
+        name: value for name, value in base.items() if name in GENERATOR_ENV or name.startswith(GENERATOR_ENV_PREFIXES)
+    }
+    return {**kept, **lab}
 
 
 def run_measured(

@@ -15,12 +15,12 @@ from pydantic import BaseModel, Field
 
 from tenk.lab.definition.mixes import Mix
 from tenk.lab.documents import EndpointFigures, LoadFigures, Second
-from tenk.lab.driving.generator import generator_verdict, run_measured
+from tenk.lab.driving.generator import LoadRun, charge, generator_environment, run_measured
 from tenk.lab.driving.k6script import ERROR_REASONS, TIME_UNIT_S, WRONG_BODY, k6_script, plan
+from tenk.lab.driving.latency import encode, histogram_from_k6_csv
 from tenk.lab.driving.live import LiveTail
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
-from tenk.lab.results.latency import encode, histogram_from_k6_csv
 from tenk.stack.memory import available_memory_bytes
 
 
@@ -49,15 +49,16 @@ class K6Summary(GeneratorSummary):
 
 
 # k6 is a Go program, and on the one core the lab gives it, Go's collector takes that core from the
-# goroutines sending and timing requests. At 2,000 req/s of the search mix, while the app answered
-# every search within 10 ms, k6's p99 was 123 ms with Go's defaults (a collection at twice the live
-# heap) and the CSV stream flushed in one burst a second; 16.3-39.3 ms collecting at five times the live
-# heap with the stream written ten times a second (`python -m benchmarks.search_tail`). What remained
-# was each collection: 143-233 ms marking some 100 MB of VUs every 5.5 s (`GODEBUG=gctrace=1`). So k6
-# does not collect on a schedule at all (GOGC=off): it collects when its heap reaches a quarter of the
-# memory available as it starts (GOMEMLIMIT), which at 2,000 req/s (some 50 MB a second) is after the
-# run on most machines, and on a small one a few times a run at the same cost each. k6's p99 97.4 ->
-# 15.5 ms in one run, for 557 MB -> 3.2 GB of peak RSS (docs/results.md#k6-collector-2026-11-29).
+# goroutines sending and timing requests. In the search-open-loop example, while the app answered every
+# search well within its SLO, k6's own p99 was far past it with Go's defaults (a collection at twice the
+# live heap) and the CSV stream flushed in one burst a second, and still well above the app's collecting
+# at five times the live heap with the stream written ten times a second
+# (docs/results/2026-11-29/k6-tail/, `python -m benchmarks.search_tail`). What remained was each
+# collection, marking the VUs' whole heap (docs/results/2026-11-29/k6-tail/gctrace/, `GODEBUG=gctrace=1`).
+# So k6 does not collect on a schedule at all (GOGC=off): it collects when its heap reaches a quarter of
+# the memory available as it starts (GOMEMLIMIT), which at the example's rate is after the run on most
+# machines, and on a small one a few times a run at the same cost each: a shorter tail for a larger peak
+# RSS (docs/results/2026-11-29/k6-collector/).
 # Fewer VUs would shorten each collection only by dropping the arrivals a stall leaves no VU for.
 # Below a 1 GiB allowance the heap could not grow far past what is live: k6 collects at five times it.
 # Whatever the caller's environment sets of GOGC and GOMEMLIMIT wins, and then the lab sets neither.
@@ -79,11 +80,13 @@ def generator_defaults(available_bytes: int) -> dict[str, str]:
 
 
 def k6_environment(base: Mapping[str, str], available_bytes: int | None = None, **lab: str) -> dict[str, str]:
-    """The environment k6 runs in: `base` over the lab's generator defaults, then the lab's own variables."""
+    """The environment k6 runs in: what a generator keeps of `base` (`generator_environment`) over the lab's
+    generator defaults, then the lab's own variables."""
+    kept = generator_environment(base)
     defaults = generator_defaults(available_memory_bytes() if available_bytes is None else available_bytes)
-    if any(name in base for name in GO_COLLECTOR):
+    if any(name in kept for name in GO_COLLECTOR):
         defaults = {name: value for name, value in defaults.items() if name not in GO_COLLECTOR}
-    return {**defaults, **base, **lab}
+    return {**defaults, **kept, **lab}
 
 
 # Go's GOMEMLIMIT syntax: bytes, or a number with a binary unit.
@@ -148,38 +151,26 @@ def parse_segment(segment: str) -> tuple[int, int]:
 
 
 def run_k6(
-    mix: Mix,
-    *,
-    rate: float,
-    duration_s: float,
-    slo_ms: float,
-    base_url: str,
-    api_key: str,
-    run_id: str,
-    workdir: Path,
-    log: Path,
-    cpus: str | None,
-    segment: str = "",
-    on_tick: Callable[[float], None] | None = None,
-    keep_latencies: bool = False,
-    on_second: Callable[[Second], None] | None = None,
+    load: LoadRun, *, keep_latencies: bool = False, on_second: Callable[[Second], None] | None = None
 ) -> tuple[LoadFigures, K6Summary]:
-    """One open-loop run at `rate` req/s for `duration_s`; returns the figures and k6's summary.
+    """One open-loop run at `load.rate` req/s for `load.duration_s`; returns the figures and k6's summary.
 
     With `keep_latencies`, k6 also streams every sample to a gzipped CSV, from which the run's
-    latency histogram is built (exact merges across generator machines). That stream costs the
-    generator CPU, so capacity steps, which must not be generator-bound, do without it.
+    latency histogram is built (exact merges across generator machines), and `on_second` hears of each
+    second of it as it completes. That stream costs the generator CPU, so capacity steps, which must
+    not be generator-bound, do without it.
     """
+    mix, rate, duration_s, segment, workdir = load.mix, load.rate, load.duration_s, load.segment, load.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "script.js"
-    script.write_text(k6_script(mix, rate, duration_s, slo_ms))
+    script.write_text(k6_script(mix, rate, duration_s, load.slo_ms))
     summary_path = workdir / "summary.json"
     summary_path.unlink(missing_ok=True)
     env = k6_environment(
         os.environ,
-        TENK_LAB_BASE_URL=base_url,
-        TENK_LAB_API_KEY=api_key,
-        TENK_LAB_RUN_ID=run_id + (f"-s{segment.replace('/', 'of')}" if segment else ""),
+        TENK_LAB_BASE_URL=load.base_url,
+        TENK_LAB_API_KEY=load.api_key,
+        TENK_LAB_RUN_ID=load.run_id + (f"-s{segment.replace('/', 'of')}" if segment else ""),
         TENK_LAB_SUMMARY=str(summary_path),
         K6_NO_USAGE_REPORT="true",
     )
@@ -187,34 +178,20 @@ def run_k6(
     samples.unlink(missing_ok=True)
     stream = ["--out", f"csv={samples}"] if keep_latencies else []
     tail = LiveTail(samples, rate, on_second) if keep_latencies else None
-    last_poll = 0.0
-
-    def tick(elapsed: float) -> None:
-        nonlocal last_poll
-        if on_tick is not None:
-            on_tick(elapsed)
-        if tail is not None and elapsed - last_poll >= 1.0:
-            last_poll = elapsed
-            tail.poll()
-
     argv = [
         k6_binary(), "run", "--quiet", "--no-color", *stream, *(segment_args(segment) if segment else []), str(script)
     ]  # fmt: skip
-    code, cost = run_measured(argv, cpus=cpus, env=env, log=log, timeout_s=duration_s + 60, on_tick=tick, cwd=workdir)
+    code, cost = run_measured(
+        argv, cpus=load.cpus, env=env, log=load.log, timeout_s=duration_s + 60, on_tick=_ticks(load, tail), cwd=workdir
+    )
     if not summary_path.exists():
-        raise LabError(f"k6 exited with {code} and wrote no summary; see {log}")
+        raise LabError(f"k6 exited with {code} and wrote no summary; see {load.log}")
     summary = K6Summary.from_json(summary_path.read_text(), summary_path)
     figures = figures_from_summary(summary, mix, rate, duration_s)
     figures.segment = segment
     figures.unanswered = unanswered(figures, mix, rate, duration_s, segment)
-    figures.generator_cpu_s = round(cost.cpu_s, 3)
-    figures.generator_cores_used = round(cost.cores_used, 3)
-    figures.generator_util = round(cost.util, 3)
-    figures.generator_cores = cost.cores
-    figures.generator_peak_rss_mb = round(cost.peak_rss_mb, 1)
+    charge(figures, cost)
     figures.generator_settings = {name: env[name] for name in GENERATOR_SETTINGS if name in env}
-    figures.generator_reasons = generator_verdict(cost, figures.dropped)
-    figures.generator_bound = bool(figures.generator_reasons)
     if tail is not None and samples.exists():
         tail.poll(final=True)
         figures.seconds = list(tail.seconds)
@@ -223,6 +200,22 @@ def run_k6(
         (workdir / "latency.hdr").write_text(figures.latency_hdr + "\n")
         samples.unlink()  # the histogram and the per-second series keep what the stream had, in a few kB
     return figures, summary
+
+
+def _ticks(load: LoadRun, tail: LiveTail | None) -> Callable[[float], None]:
+    """What runs on each of the generator's ticks: the caller's `on_tick`, and a read of the live stream
+    at most once a second."""
+    last_poll = 0.0
+
+    def tick(elapsed: float) -> None:
+        nonlocal last_poll
+        if load.on_tick is not None:
+            load.on_tick(elapsed)
+        if tail is not None and elapsed - last_poll >= 1.0:
+            last_poll = elapsed
+            tail.poll()
+
+    return tick
 
 
 def unanswered(figures: LoadFigures, mix: Mix, rate: float, duration_s: float, segment: str = "") -> int:

@@ -3,7 +3,8 @@ as the last one returns. It finds the most a server can do, but its latency hide
 (coordinated omission), so its percentiles are reported as closed-loop figures, never as an SLO check.
 
 The Lua script is generated from the same mix as the k6 script: the same weights, paths and bodies.
-Cursors are not followed (wrk cannot tie a response to the request that asked for it).
+Cursors are not followed (wrk cannot tie a response to the request that asked for it). A mix's strings
+reach it as Lua string literals (`_lua_string`), never as code, as they reach k6's (docs/security.md).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import json
 import math
 import os
 import shutil
+import string
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from tenk.lab.definition.mixes import PLACEHOLDER, Endpoint, Mix, Var, placeholder_value, template_pieces
 from tenk.lab.documents import LoadFigures
-from tenk.lab.driving.generator import generator_verdict, run_measured
+from tenk.lab.driving.generator import LoadRun, charge, generator_environment, run_measured
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.errors import LabError
 
@@ -50,8 +52,30 @@ def wrk_binary() -> str | None:
     return shutil.which("wrk")
 
 
+_LUA_PLAIN = frozenset(range(0x20, 0x7F)) - {ord('"'), ord("\\")}
+
+
 def _lua_string(text: str) -> str:
-    return json.dumps(text)  # a JSON string literal is a valid Lua string literal for our ASCII templates
+    """`text` as a Lua string literal: printable ASCII as it is, every other byte of its UTF-8 as a
+    decimal escape. wrk's LuaJIT reads `\\ddd` back as the same byte; it refuses JSON's `\\uXXXX`."""
+    return '"' + "".join(chr(b) if b in _LUA_PLAIN else f"\\{b:03d}" for b in text.encode()) + '"'
+
+
+def _lua_literal(value: str | int) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int) else _lua_string(value)
+
+
+def _path_literal(text: str) -> str:
+    """A path's text between placeholders: wrk writes it into the request line as it is, and a request
+    line is ASCII, so what is not ASCII goes percent-encoded (as k6 sends it)."""
+    return _lua_string(quote(text, safe=string.punctuation))
+
+
+def _json_literal(text: str) -> str:
+    """Text inside a JSON string of a body, escaped for JSON, then quoted for Lua."""
+    return _lua_string(json.dumps(text)[1:-1])
 
 
 _BUILTINS = {
@@ -74,12 +98,17 @@ def _numeric(name: str, variables: dict[str, Var]) -> bool:
     return var is not None and (var.is_range or all(isinstance(v, int) for v in var.values))
 
 
-def _template(text: str, variables: dict[str, Var], encode: bool) -> str:
+def _template(
+    text: str, variables: dict[str, Var], literal: Callable[[str], str] = _lua_string, escape: str = ""
+) -> str:
+    """A Lua string expression for `text`: `literal` quotes the text between placeholders, and each
+    placeholder's per-request value goes through the Lua function `escape`, if one is named."""
+
     def value(name: str) -> str:
         expr = f"tostring({_lua_value(name, variables)})"
-        return f"urlencode({expr})" if encode else expr
+        return f"{escape}({expr})" if escape else expr
 
-    return " .. ".join(template_pieces(text, _lua_string, value))
+    return " .. ".join(template_pieces(text, literal, value))
 
 
 def _json_body(body: Any, variables: dict[str, Var]) -> str:
@@ -96,24 +125,106 @@ def _json_body(body: Any, variables: dict[str, Var]) -> str:
         whole = PLACEHOLDER.fullmatch(body)
         if whole and _numeric(whole.group(1), variables):
             return f"tostring({_lua_value(whole.group(1), variables)})"
-        return f'"\\"" .. {_template(body, variables, encode=False)} .. "\\""'
-    return _lua_string(json.dumps(body))
+        return f'"\\"" .. {_template(body, variables, _json_literal, "jsonescape")} .. "\\""'
+    return _lua_string(json.dumps(body, allow_nan=False))
 
 
 def _builder(endpoint: Endpoint, variables: dict[str, Var], index: int) -> str:
-    path = _template(endpoint.path, variables, encode=True)
+    path = _template(endpoint.path, variables, _path_literal, "urlencode")
     if endpoint.body is None:
         body = "nil"
     elif isinstance(endpoint.body, str):
-        body = _template(endpoint.body, variables, encode=False)
+        body = _template(endpoint.body, variables)
     else:
         body = _json_body(endpoint.body, variables)
     headers = "AUTH_HEADERS" if endpoint.auth else "JSON_HEADERS" if endpoint.body is not None else "PLAIN_HEADERS"
+    if endpoint.headers:
+        extra = ", ".join(f"[{_lua_string(name)}] = {_lua_string(value)}" for name, value in endpoint.headers.items())
+        headers = f"with_headers({headers}, {{{extra}}})"
     return (
         f"BUILD[{index}] = function()\n"
         f"  return wrk.format({_lua_string(endpoint.method)}, {path}, {headers}, {body})\n"
         "end\n"
     )
+
+
+# The parts of a wrk script that no mix changes. First, before the mix's weights and statuses, what the
+# script reads from the environment and the headers its requests send.
+_LUA_GLOBALS = [
+    'local RUN = os.getenv("TENK_LAB_RUN_ID") or "wrk"',
+    'local KEY = os.getenv("TENK_LAB_API_KEY") or ""',
+    'local SUMMARY = os.getenv("TENK_LAB_SUMMARY")',
+    "PLAIN_HEADERS = {}",
+    'JSON_HEADERS = { ["Content-Type"] = "application/json" }',
+    'AUTH_HEADERS = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. KEY }',
+]
+# Then the script's state and the helpers the request builders call.
+_LUA_HELPERS = [
+    "local threads = {}",
+    "local counter = 0",
+    "ID = 0",
+    "N = 0",
+    "BUILD = {}",
+    "function pick(list) return list[math.random(1, #list)] end",
+    "function with_headers(base, extra) local t = {} for k, v in pairs(base) do t[k] = v end"
+    " for k, v in pairs(extra) do t[k] = v end return t end",
+    "function urlencode(s) return (s:gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', "
+    "string.byte(c)) end)) end",
+    # A value inside a body's JSON string: its quotes, backslashes and control bytes as \\u escapes.
+    "function jsonescape(s) return (s:gsub('[%c\"\\\\]', function(c) return string.format('\\\\u%04x', "
+    "string.byte(c)) end)) end",
+    "local function h(n) local t = {} for i = 1, n do t[i] = string.format('%x', math.random(0, 15)) end"
+    " return table.concat(t) end",
+    "function uuid4() return h(8) .. '-' .. h(4) .. '-4' .. h(3) .. '-' .. pick({'8','9','a','b'}) .. h(3)"
+    " .. '-' .. h(12) end",
+]
+# Last, after the builders, wrk's hooks: each thread's id, a weighted pick of a builder per request, the
+# unexpected statuses counted, and at the end the summary tenk reads (`WrkSummary`).
+_LUA_HOOKS = [
+    "function setup(thread)",
+    "  counter = counter + 1",
+    "  thread:set('id', counter)",
+    "  table.insert(threads, thread)",
+    "end",
+    "function init(args)",
+    "  math.randomseed(os.time() * 1000 + (id or 0))",
+    "  ID = id or 0",
+    "  unexpected = 0",
+    "  by_status = {}",
+    "end",
+    "function request()",
+    "  N = N + 1",
+    "  local r = math.random()",
+    "  for i = 1, #CUMULATIVE do",
+    "    if r <= CUMULATIVE[i] then return BUILD[i]() end",
+    "  end",
+    "  return BUILD[#CUMULATIVE]()",
+    "end",
+    "function response(status, headers, body)",
+    "  if not EXPECTED[status] then",
+    "    unexpected = unexpected + 1",
+    "    by_status[status] = (by_status[status] or 0) + 1",
+    "  end",
+    "end",
+    "function done(summary, latency, requests)",
+    "  local bad = 0",
+    "  local statuses = {}",
+    "  for _, thread in ipairs(threads) do",
+    "    bad = bad + (thread:get('unexpected') or 0)",
+    "    for code, n in pairs(thread:get('by_status') or {}) do statuses[code] = (statuses[code] or 0) + n end",
+    "  end",
+    "  local parts = {}",
+    "  for code, n in pairs(statuses) do table.insert(parts, string.format('\"%d\": %d', code, n)) end",
+    "  local e = summary.errors",
+    '  local out = string.format(\'{"requests": %d, "duration_us": %d, "unexpected": %d, \''
+    ' .. \'"connect": %d, "read": %d, "write": %d, "timeout": %d, "p50_us": %d, "p95_us": %d, \''
+    ' .. \'"p99_us": %d, "max_us": %d, "mean_us": %d, "bytes": %d, "by_status": {%s}}\', summary.requests,'
+    " summary.duration, bad, e.connect, e.read, e.write, e.timeout, latency:percentile(50),"
+    " latency:percentile(95), latency:percentile(99), latency.max, latency.mean, summary.bytes,"
+    " table.concat(parts, ', '))",
+    "  if SUMMARY then local f = io.open(SUMMARY, 'w') f:write(out) f:close() else print(out) end",
+    "end",
+]
 
 
 def wrk_script(mix: Mix) -> str:
@@ -125,78 +236,18 @@ def wrk_script(mix: Mix) -> str:
         weights.append(f"{cumulative:.6f}")
     weights[-1] = "1.0"
     lines = [
-        f"-- Generated by `tenk lab` from mix {mix.name!r}: closed-loop, same weights as the k6 script.",
-        'local RUN = os.getenv("TENK_LAB_RUN_ID") or "wrk"',
-        'local KEY = os.getenv("TENK_LAB_API_KEY") or ""',
-        'local SUMMARY = os.getenv("TENK_LAB_SUMMARY")',
-        "PLAIN_HEADERS = {}",
-        'JSON_HEADERS = { ["Content-Type"] = "application/json" }',
-        'AUTH_HEADERS = { ["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. KEY }',
+        f"-- Generated by `tenk lab` from mix {_lua_string(mix.name)}: closed-loop, same weights as the k6 script.",
+        *_LUA_GLOBALS,
         f"local CUMULATIVE = {{{', '.join(weights)}}}",
         f"local EXPECTED = {{{', '.join(f'[{c}] = true' for c in expected)}}}",
-        "local threads = {}",
-        "local counter = 0",
-        "ID = 0",
-        "N = 0",
-        "BUILD = {}",
-        "function pick(list) return list[math.random(1, #list)] end",
-        "function urlencode(s) return (s:gsub('[^%w%-%._~]', function(c) return string.format('%%%02X', "
-        "string.byte(c)) end)) end",
-        "local function h(n) local t = {} for i = 1, n do t[i] = string.format('%x', math.random(0, 15)) end"
-        " return table.concat(t) end",
-        "function uuid4() return h(8) .. '-' .. h(4) .. '-4' .. h(3) .. '-' .. pick({'8','9','a','b'}) .. h(3)"
-        " .. '-' .. h(12) end",
+        *_LUA_HELPERS,
     ]
     for var in mix.vars.values():
         if not var.is_range:
-            lines.append(f"VALUES_{var.name} = {{{', '.join(json.dumps(v) for v in var.values)}}}")
+            lines.append(f"VALUES_{var.name} = {{{', '.join(_lua_literal(v) for v in var.values)}}}")
     for index, endpoint in enumerate(mix.endpoints, start=1):
         lines.append(_builder(endpoint, mix.vars, index))
-    lines += [
-        "function setup(thread)",
-        "  counter = counter + 1",
-        "  thread:set('id', counter)",
-        "  table.insert(threads, thread)",
-        "end",
-        "function init(args)",
-        "  math.randomseed(os.time() * 1000 + (id or 0))",
-        "  ID = id or 0",
-        "  unexpected = 0",
-        "  by_status = {}",
-        "end",
-        "function request()",
-        "  N = N + 1",
-        "  local r = math.random()",
-        "  for i = 1, #CUMULATIVE do",
-        "    if r <= CUMULATIVE[i] then return BUILD[i]() end",
-        "  end",
-        "  return BUILD[#CUMULATIVE]()",
-        "end",
-        "function response(status, headers, body)",
-        "  if not EXPECTED[status] then",
-        "    unexpected = unexpected + 1",
-        "    by_status[status] = (by_status[status] or 0) + 1",
-        "  end",
-        "end",
-        "function done(summary, latency, requests)",
-        "  local bad = 0",
-        "  local statuses = {}",
-        "  for _, thread in ipairs(threads) do",
-        "    bad = bad + (thread:get('unexpected') or 0)",
-        "    for code, n in pairs(thread:get('by_status') or {}) do statuses[code] = (statuses[code] or 0) + n end",
-        "  end",
-        "  local parts = {}",
-        "  for code, n in pairs(statuses) do table.insert(parts, string.format('\"%d\": %d', code, n)) end",
-        "  local e = summary.errors",
-        '  local out = string.format(\'{"requests": %d, "duration_us": %d, "unexpected": %d, \''
-        ' .. \'"connect": %d, "read": %d, "write": %d, "timeout": %d, "p50_us": %d, "p95_us": %d, \''
-        ' .. \'"p99_us": %d, "max_us": %d, "mean_us": %d, "bytes": %d, "by_status": {%s}}\', summary.requests,'
-        " summary.duration, bad, e.connect, e.read, e.write, e.timeout, latency:percentile(50),"
-        " latency:percentile(95), latency:percentile(99), latency.max, latency.mean, summary.bytes,"
-        " table.concat(parts, ', '))",
-        "  if SUMMARY then local f = io.open(SUMMARY, 'w') f:write(out) f:close() else print(out) end",
-        "end",
-    ]
+    lines += _LUA_HOOKS
     return "\n".join(lines) + "\n"
 
 
@@ -208,40 +259,31 @@ def wrk_timeout_s(mix: Mix) -> int:
     return math.ceil(max(endpoint.timeout_ms for endpoint in mix.endpoints) / 1000)
 
 
-def run_wrk(
-    mix: Mix,
-    *,
-    connections: int,
-    duration_s: float,
-    base_url: str,
-    api_key: str,
-    run_id: str,
-    workdir: Path,
-    log: Path,
-    cpus: str | None,
-    on_tick: Callable[[float], None] | None = None,
-) -> tuple[LoadFigures, WrkSummary]:
+def run_wrk(load: LoadRun) -> tuple[LoadFigures, WrkSummary]:
+    """One closed-loop run over `load.connections` connections for `load.duration_s` (whole seconds: wrk
+    reads no fractions); returns the figures and the script's summary. wrk has no execution segments,
+    and its connections need no VU pool: `load.segment`, `load.rate` and `load.slo_ms` are k6's."""
     binary = wrk_binary()
     if binary is None:
         raise LabError("wrk is not installed (`make system-deps`, or apt-get install wrk)")
+    mix, duration_s, workdir = load.mix, load.duration_s, load.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "script.lua"
     script.write_text(wrk_script(mix))
     summary_path = workdir / "wrk-summary.json"
     summary_path.unlink(missing_ok=True)
-    env = {
-        **os.environ,
-        "TENK_LAB_API_KEY": api_key,
-        "TENK_LAB_RUN_ID": run_id,
-        "TENK_LAB_SUMMARY": str(summary_path),
-    }
+    env = generator_environment(
+        os.environ, TENK_LAB_API_KEY=load.api_key, TENK_LAB_RUN_ID=load.run_id, TENK_LAB_SUMMARY=str(summary_path)
+    )
     argv = [
-        binary, "-t", "1", "-c", str(connections), "-d", f"{max(1, round(duration_s))}s",
-        "--timeout", f"{wrk_timeout_s(mix)}s", "-s", str(script), base_url,
+        binary, "-t", "1", "-c", str(load.connections), "-d", f"{max(1, round(duration_s))}s",
+        "--timeout", f"{wrk_timeout_s(mix)}s", "-s", str(script), load.base_url,
     ]  # fmt: skip
-    code, cost = run_measured(argv, cpus=cpus, env=env, log=log, timeout_s=duration_s + 30, on_tick=on_tick)
+    code, cost = run_measured(
+        argv, cpus=load.cpus, env=env, log=load.log, timeout_s=duration_s + 30, on_tick=load.on_tick
+    )
     if not summary_path.exists():
-        raise LabError(f"wrk exited with {code} and wrote no summary; see {log}")
+        raise LabError(f"wrk exited with {code} and wrote no summary; see {load.log}")
     summary = WrkSummary.from_json(summary_path.read_text(), summary_path)
     seconds = summary.duration_us / 1e6 or duration_s
     socket_errors = summary.connect + summary.read + summary.write + summary.timeout
@@ -263,16 +305,14 @@ def run_wrk(
         errors=errors,
         error_rate=round(errors / requests, 6) if requests else 0.0,
         dropped=0,
-        generator_cpu_s=round(cost.cpu_s, 3),
-        generator_cores_used=round(cost.cores_used, 3),
-        generator_util=round(cost.util, 3),
-        generator_cores=cost.cores,
-        generator_peak_rss_mb=round(cost.peak_rss_mb, 1),
+        generator_cpu_s=0.0,
+        generator_cores_used=0.0,
+        generator_util=0.0,
+        generator_cores=0,
         generator_bound=False,
         errors_by_reason=_reasons(summary),
     )
-    figures.generator_reasons = generator_verdict(cost, 0)
-    figures.generator_bound = bool(figures.generator_reasons)
+    charge(figures, cost)
     return figures, summary
 
 

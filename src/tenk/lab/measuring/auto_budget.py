@@ -5,10 +5,10 @@ Before the rungs, each rung is served unbudgeted at a light rate (`PROBE_RATE`) 
 (`PROBE_STEP` times it, kept under half a core of the target), a few seconds each, and the CPU of three
 parties is read at both: the target's, its dependencies' (Postgres, Redis, the mock vendor, workers),
 and the generator's. Each party's cores at a rate r are `fixed + r * marginal`: the two rates give both
-(`Cost.from_rates`). One light rate alone overstated what a request costs: at 100 req/s the fixed costs
-(the metrics sampler, the ingest worker's polling, the pools' keep-alives) were about half of tenk's CPU a
-request, so the budget was sized for twice the generator work it really takes, and the cache-on rung of
-the local-cache example came out limited by k6 (issue 24). A target that a higher rate would saturate is
+(`Cost.from_rates`). One light rate alone overstated what a request costs: at that rate the fixed costs
+(the metrics sampler, the ingest worker's polling, the pools' keep-alives) are a large part of tenk's CPU
+a request, so the budget was sized for far more generator work than it really takes, and the cache-on rung
+of the local-cache example came out limited by k6 (issue 24). A target that a higher rate would saturate is
 probed at the light rate alone, its fixed cost taken as nothing (it is small beside such a request).
 
 At a budget of B cores the target saturates at R = (B - target.fixed) / target.marginal requests a
@@ -182,11 +182,16 @@ class AutoBudget:
     # What trying the budget at its operating point found, once tried.
     checked: str = ""
 
+    def saturation_rates(self) -> list[float]:
+        """The rate at which each probed rung's target should spend this budget: R = (B - fixed) / marginal.
+        The capacity searches start from it."""
+        budget = self.millicores / 1000
+        return [max(0.0, budget - probe.target.fixed_cores) * 1000 / probe.target.marginal_ms for probe in self.probes]
+
     def fastest(self) -> tuple[int, float]:
         """Which probed rung (its index) this budget lets run at the highest rate, and that rate: where k6
         works hardest."""
-        budget = self.millicores / 1000
-        rates = [max(0.0, budget - probe.target.fixed_cores) * 1000 / probe.target.marginal_ms for probe in self.probes]
+        rates = self.saturation_rates()
         index = max(range(len(rates)), key=rates.__getitem__)
         return index, rates[index]
 

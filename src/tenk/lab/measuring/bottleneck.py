@@ -7,10 +7,14 @@ promptly all through the step (blocking calls on an event loop, a pool too small
 request: the target's own design). With `topology = "cluster"` the target is every API node together:
 its cores are the nodes' CPU set (or their process count, if fewer), and its busy share is the nodes'
 sum.
+A step whose generator dropped arrivals (its VU pool or its CPU ran out) is never the target's, whatever
+its throttling says, unless the target was saturated and the generator had headroom: the load it measured
+was not the load asked for. It is the generator's, unless a saturated core or crowding neighbours name
+another party.
 Otherwise the rate where the SLO broke says something about the machine, not the
 server: Postgres and k6 sharing a saturated core, a generator out of CPU, a neighbour on the
 target's core. Such a rung is reported as "≥ X req/s, limited by postgres on CPU 1", and a
-comparison between such rungs is invalid: it would compare the neighbours.
+comparison with such a rung is inconclusive: it would compare the neighbours.
 
 Input: a step's `LoadFigures` and the sampler's `ServerSample`, plus how many cores the
 target can use. Output: a `Bottleneck`.
@@ -21,11 +25,14 @@ from __future__ import annotations
 from tenk.lab.documents import (
     DEPENDENCY,
     GENERATOR,
+    GENERATORS,
     NEIGHBOURS,
     NONE,
     TARGET,
+    UNCONVERGED,
     UNDETERMINED,
     Bottleneck,
+    CapacityResult,
     LoadFigures,
     ServerSample,
 )
@@ -33,8 +40,8 @@ from tenk.lab.driving.generator import GENERATOR_BOUND_UTIL
 
 SATURATED = 0.90
 # Other processes holding more than this share of the target's cores crowded it. At most this share, on
-# cores they and the target filled, the target was short of its own CPU: on a busy CI host a 25 ms spinner
-# held 89 % of its core beside 7 % of neighbours (2026-11-29), and that ceiling is the target's.
+# cores they and the target filled, the target was short of its own CPU: on a busy CI host a spinner past
+# its capacity held nearly all of its core, neighbours the rest (bc2478a), and that ceiling is the target's.
 NEIGHBOUR_SHARE = 0.1
 # A budgeted target throttled in at least this share of its quota periods wanted more CPU than its
 # budget most of the time: it is bound by its own CPU, whatever shares its core with it (by design, its
@@ -42,11 +49,10 @@ NEIGHBOUR_SHARE = 0.1
 BUDGET_BOUND = 0.50
 # A role must hold at least this share of a saturated core to be named as its consumer.
 MIN_CONSUMER_SHARE = 0.25
-GENERATORS = ("k6", "wrk")
 # A dependency whose median round trip for a trivial request (SELECT 1, PING, the mock vendor's /health)
 # stayed within a tenth of the SLO (and at least PROMPT_MS) all through a step was not queueing requests:
 # a queue that broke the SLO would hold even a trivial request far longer. From the lab's process, its
-# GIL shared with the generator's reader, they took 1.7-3.6 ms (median) beside a blocking target here;
+# GIL shared with the generator's reader, they stayed within PROMPT_MS beside a blocking target (3ab49c9);
 # the probe's own delays make a dependency look slower, never faster.
 PROMPT_MS = 5.0
 PROMPT_SHARE_OF_SLO = 0.1
@@ -65,19 +71,24 @@ def attribute(
     """
     cpus = list(server.target_cpus)
     target_busy = (server.cpu_cores_mean or 0.0) / target_cores if target_cores else 0.0
-    if target_busy >= SATURATED:
-        detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)" + _nodes(server)
-        return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     neighbours = (server.neighbour_cores_mean or 0.0) / target_cores if target_cores else 0.0
     unbudgeted = not server.throttling.get("periods")
-    if cpus and unbudgeted and neighbours <= NEIGHBOUR_SHARE and target_busy + neighbours >= SATURATED:
+    full = bool(cpus) and unbudgeted and neighbours <= NEIGHBOUR_SHARE and target_busy + neighbours >= SATURATED
+    # Arrivals the generator dropped leave the step the target's only if the target was saturated beside a
+    # generator with headroom (`_dropped`): throttling, or waiting on itself, is no such evidence.
+    headroom = figures.generator_util <= GENERATOR_BOUND_UTIL
+    own = figures.dropped == 0 or ((target_busy >= SATURATED or full) and headroom)
+    if own and target_busy >= SATURATED:
+        detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)" + _nodes(server)
+        return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
+    if own and full:
         detail = (
             f"target {target_busy:.0%} busy on its {target_cores:g} core(s), other processes {neighbours:.0%}: "
             "the cores were full, nearly all of it the target's" + _nodes(server)
         )
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     throttled = _throttled_share(server)
-    if throttled >= BUDGET_BOUND:
+    if own and throttled >= BUDGET_BOUND:
         detail = (
             f"target held to its CPU budget: throttled in {throttled:.0%} of its quota periods, "
             f"{target_busy:.0%} of the budget used on average" + _nodes(server)
@@ -106,6 +117,8 @@ def attribute(
     if cpus and neighbours > NEIGHBOUR_SHARE and _crowded(server, core_busy, target_busy + neighbours):
         detail = f"other processes held {neighbours:.0%} of the target's cores; target {target_busy:.0%} busy"
         return Bottleneck(kind=NEIGHBOURS, name="neighbours", cpus=cpus, detail=detail)
+    if not own:
+        return _dropped(figures, server, target_busy)
     prompt = prompt_dependencies(server, max(PROMPT_MS, PROMPT_SHARE_OF_SLO * (slo_ms or 0.0)))
     if prompt:
         detail = (
@@ -115,19 +128,26 @@ def attribute(
         )
         if figures.errors:
             detail += f"; {figures.errors} errors"
-        if figures.dropped > 0:
-            detail += f"; {figures.dropped} arrivals dropped with every VU waiting on an answer"
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
-    if figures.dropped > 0:
-        # k6 drops an arrival when every VU of its pool is waiting for an answer. With its CPU to spare
-        # (checked above) that is the answers' latency, not k6: the pool covers a latency far past the SLO.
-        found = undetermined(server, target_busy)
-        detail = (
-            f"{figures.dropped} arrivals dropped with every VU waiting on an answer, {figures.engine} at "
-            f"{figures.generator_util:.0%} of its cores: the answers' latency, not the generator; {found.detail}"
-        )
-        return Bottleneck(kind=UNDETERMINED, name=found.name, cpus=found.cpus, detail=detail)
     return undetermined(server, target_busy)
+
+
+def _dropped(figures: LoadFigures, server: ServerSample, target_busy: float) -> Bottleneck:
+    """A step whose generator dropped arrivals (its VU pool or its CPU ran out): the schedule was not kept,
+    so the load was not the load asked for, and the step is the generator's, unless the evidence names
+    another party (`attribute`): the target only when it was itself saturated beside a generator with
+    headroom; a core outside the target's that something else filled; neighbours that crowded it.
+    Throttling alone is no such evidence: a budgeted target can be throttled in most of its periods and
+    still be short of its quota while k6, not it, drops the arrivals (the local-cache example's failing
+    steps, issue 49)."""
+    throttled = _throttled_share(server)
+    quota = f", throttled in {throttled:.0%} of its quota periods" if server.throttling.get("periods") else ""
+    detail = (
+        f"{figures.engine} dropped {figures.dropped} arrivals (its VU pool or its CPU ran out) at "
+        f"{figures.generator_util:.0%} of its cores, the target {target_busy:.0%} busy{quota}: "
+        "the schedule was the generator's to keep"
+    )
+    return Bottleneck(kind=GENERATOR, name=figures.engine, detail=detail)
 
 
 def prompt_dependencies(server: ServerSample, within_ms: float = PROMPT_MS) -> str:
@@ -154,14 +174,31 @@ def _probes(server: ServerSample) -> str:
     return f"; dependency probes: {', '.join(parts)}" if parts else ""
 
 
+def outside_cores(server: ServerSample) -> tuple[float, float]:
+    """The target's neighbours split in two: the cores the lab's own dependencies pinned to the target's
+    cores used (under a budget they share them by design), and the rest, processes the lab did not start
+    (another job on a shared machine). A role pinned to several cores counts for its share of them."""
+    cpus = set(server.target_cpus)
+    ours = 0.0
+    for role, cores in server.roles_cores_mean.items():
+        pinned = server.role_cpus.get(role) or []
+        if role in GENERATORS or not pinned or not cpus & set(pinned):
+            continue
+        ours += cores * len(cpus & set(pinned)) / len(pinned)
+    total = server.neighbour_cores_mean or 0.0
+    ours = min(ours, total)
+    return ours, total - ours
+
+
 def _crowded(server: ServerSample, core_busy: dict[int, float], target_and_neighbours: float) -> bool:
     """Whether the target's cores were too full to give it the CPU it could use.
 
     Unbudgeted, the target could use its cores whole: the neighbours crowded it when they and it filled
     them. Under a CPU budget the lab places the target's dependencies on its cores on purpose, and the
-    target may use only its quota: they crowd it only when the cores themselves were full. Measured against
-    the budget instead, Postgres at 0.4 of a core beside a 150m target read as "266 % of the target's
-    cores" on a core half idle, where the target's p99 broke with its quota (the search preset, 2026-11-28).
+    target may use only its quota: they crowd it only when the cores themselves were full. Counted against
+    the budget instead, a Postgres using more CPU than a small target's quota read as more than all of the
+    target's cores on a core half idle, where the target's p99 broke with its quota (the search preset:
+    docs/results/2026-11-28/presets/search/).
     """
     if not server.throttling.get("periods"):
         return target_and_neighbours >= SATURATED
@@ -213,6 +250,17 @@ def ingest_behind(server: ServerSample, also: list[str] | None = None) -> Bottle
     if also:
         detail += "; the step also failed: " + "; ".join(also)
     return Bottleneck(kind=DEPENDENCY, name="ingest workers", detail=detail)
+
+
+def not_converged(capacity: CapacityResult) -> Bottleneck:
+    """A search that did not bracket the capacity: why, and what its lowest failing step failed on."""
+    detail = capacity.unconverged
+    failed = [step for step in capacity.steps if not step.passed]
+    if failed:
+        lowest = min(failed, key=lambda step: step.rate)
+        reasons = [reason for reason in lowest.reasons if not reason.startswith("unconfirmed")]
+        detail += f"; at {lowest.rate:,.0f} req/s the step failed on: {'; '.join(reasons)}"
+    return Bottleneck(kind=UNCONVERGED, name="", detail=detail)
 
 
 def kept_up() -> Bottleneck:

@@ -3,12 +3,17 @@
 A step passes when p99 <= SLO, errors <= 0.1 %, nothing was dropped or left unanswered, the generator
 was not the bottleneck and, for a backlog-stable search (ingest), the stream's backlog was read at both
 ends and did not grow.
-The search doubles the rate until a step fails, then bisects between the last pass and the first
-fail until they are within `precision` of each other, or the step budget, fixed before the first
-step, runs out. An overloaded step also says where to look: what the target served while overloaded
-(its goodput) is about what it can serve, so the next rate stays near it (`next_rate`). A target that
-serves a twentieth of the first rate is found within the budget rather than never (halving from 200
-req/s to one that serves 11 took the whole budget). Every step is kept: they are the latency-vs-load curve.
+The search starts from the calibration's estimate of the target's capacity when `cpu_budget = "auto"`
+measured one (`SearchPlan.estimate`), else from the ladder's `start_rate`, and grows the rate until a
+step fails, then bisects between the last pass and the first fail until they are within `precision` of
+each other, or the step budget, fixed before the first step, runs out. A search that did not bracket the
+capacity so says why (`stopped`), and its figure is a lower bound, never a capacity.
+
+Each step also says where to look. A passing step's CPU says how far the target is from its cores or its
+budget (`grow`): it doubles only while that leaves room, and near its limit it creeps by `precision`. An
+overloaded step's goodput is about what the target can serve (`next_rate`). A target that serves a
+twentieth of the first rate is found within the budget rather than never (halving alone, from the first
+rate down to such a target, took the whole budget). Every step is kept: they are the latency-vs-load curve.
 """
 
 from __future__ import annotations
@@ -25,6 +30,31 @@ MAX_ERROR_RATE = 0.001
 STEP_OVERHEAD_S = 2.5
 
 
+# A bracket search grows by this factor a step until a rate fails (the CPU a passing step used may steer it
+# nearer), then bisects between the last pass and that failure.
+GROWTH = 2.0
+# How far above the calibration's estimate the capacity may lie, for sizing the search: the estimate comes
+# from short probes at the chosen budget, so it falls short (a warm cache, a JIT-free steady state) rather
+# than far past.
+ESTIMATE_SPAN = 2.0
+
+
+def bracket_steps(first_rate: float, ceiling: float, precision: float, confirm_failures: bool) -> int:
+    """The steps a bracket search needs to find a capacity up to `ceiling` from `first_rate`: the first step,
+    one per growth by `GROWTH` until a rate above the capacity fails, then bisections until the bracket
+    (`GROWTH` - 1 of the pass wide) is within `precision`; with `confirm_failures`, the first failure and
+    every other bisection's failure measured again (a bisection fails about half the time)."""
+    growth = max(0, math.ceil(math.log(max(ceiling, first_rate) / first_rate, GROWTH) - 1e-9))
+    bisections = max(0, math.ceil(math.log2((GROWTH - 1) / precision) - 1e-9))
+    confirmations = 1 + math.ceil(bisections / 2) if confirm_failures else 0
+    return 1 + growth + bisections + confirmations
+
+
+# Started from a calibration's estimate of the capacity, the first step asks this share of it: below the
+# estimate, so that it passes, and high enough that the passing step's CPU leads near the limit at once.
+START_SHARE = 0.7
+
+
 @dataclass(frozen=True)
 class SearchPlan:
     slo_p99_ms: float
@@ -36,19 +66,46 @@ class SearchPlan:
     confirm_failures: bool = True
     # Ingest: a step passes only if the backlog did not grow (what was accepted was also landed).
     backlog_stable: bool = False
+    # The capacity the calibration measured before the rungs (`cpu_budget = "auto"`'s probes), if any.
+    estimate: float | None = None
+    # What the target may use at most (cores, or its CPU budget): a passing step's share of it steers growth.
+    target_cores: float | None = None
 
     @property
     def max_steps(self) -> int:
         return max(2, math.floor(self.budget_s / (self.step_s + STEP_OVERHEAD_S)))
 
+    @property
+    def steps_needed(self) -> int:
+        """The steps a bracket search needs from `first_rate` (`bracket_steps`): up to `ESTIMATE_SPAN` x the
+        calibration's estimate when there is one, else up to `max_rate`."""
+        ceiling = min(self.max_rate, self.estimate * ESTIMATE_SPAN) if self.estimate else self.max_rate
+        return bracket_steps(self.first_rate, ceiling, self.precision, self.confirm_failures)
+
+    @property
+    def first_rate(self) -> float:
+        if self.estimate:
+            return float(min(self.max_rate, max(1, round(self.estimate * START_SHARE))))
+        return min(self.start_rate, self.max_rate)
+
     def describe(self) -> str:
+        start = (
+            f"from {self.first_rate:g} req/s ({START_SHARE:.0%} of the calibration's estimate, {self.estimate:,.0f})"
+            if self.estimate
+            else f"from {self.first_rate:g} req/s"
+        )
+        short = (
+            f" (short of the {self.steps_needed} a bracket search may need from there)"
+            if self.max_steps < self.steps_needed
+            else ""
+        )
         return (
-            f"capacity search: at most {self.max_steps} steps of {self.step_s:g}s "
-            f"(<= {self.budget_s:g}s in all), from {self.start_rate:g} req/s, doubling then bisecting "
+            f"capacity search: at most {self.max_steps} steps of {self.step_s:g}s{short} "
+            f"(<= {self.budget_s:g}s in all), {start}, growing then bisecting "
             f"to {self.precision:.0%}; pass = p99 <= {self.slo_p99_ms:g} ms, errors <= {MAX_ERROR_RATE:.1%}, "
             "none dropped or unanswered, generator not bound"
             + ("; backlog read and not growing (accepted = landed)" if self.backlog_stable else "")
-            + "; steered by what a failing step served"
+            + "; steered by the CPU a passing step used and by what a failing step served"
             + ("; a failing rate is measured twice unless it served under half" if self.confirm_failures else "")
         )
 
@@ -78,8 +135,8 @@ def next_rate(low: float, high: float, served_at_high: float, precision: float) 
     that; once a rate passed, try no further above the higher of it and that goodput than `precision`.
     But a target that collapses when overloaded serves far less than it can: once a rate `precision`
     above that goodput has passed, the goodput has said all it can, and the search bisects, by ratio while
-    the bounds are over 2x apart. (Creeping up 10 % a step from a collapse at 10 req/s, a direct-INSERT
-    app good for about 70 ran out of steps at 15.)
+    the bounds are over 2x apart. (Creeping up by `precision` a step from a collapse far below what it
+    could serve, a direct-INSERT app ran out of steps at a fraction of its capacity.)
     Whole req/s, at least 1, and above the last pass: at a few req/s 10 % rounds back to the pass itself,
     which would end the search there with every rate up to the failure untried."""
     if low == 0:
@@ -93,6 +150,44 @@ def next_rate(low: float, high: float, served_at_high: float, precision: float) 
     else:
         rate = math.sqrt(low * high) if high > 2 * low else (low + high) / 2
     return float(max(low + 1, round(rate)))
+
+
+def steered(plan: SearchPlan, rate: float, server: ServerSample) -> bool:
+    """Whether the CPU the target used at `rate` puts its limit nearer than `GROWTH` x `rate`."""
+    used = server.cpu_cores_mean
+    return bool(plan.target_cores and used and rate * plan.target_cores / used < rate * GROWTH)
+
+
+def grow(plan: SearchPlan, rate: float, server: ServerSample, misled: int = 0) -> float:
+    """The next rate after a pass, with no failure yet: `GROWTH` x it, unless the CPU the target used says
+    its limit is nearer. At `used` of its `target_cores` the target's CPU runs out near rate x target_cores
+    / used; with fixed costs in `used` that projection falls short of the limit, never past it, so the next
+    step goes there, but at least `precision` above the pass. A target that waits rather than computes
+    (blocking calls, a vendor) uses little CPU, and grows as before.
+    `misled` counts the passes so far at a rate the CPU had steered to: each says the projection fell
+    short (the CPU the target used was not all its own work, or not a limit), and each squares the least
+    step, (1 + precision), (1 + precision)^2, ... up to `GROWTH`: a projection that keeps falling short
+    costs a few steps, not one step per `precision` (a search that crept 10 % a step ran out of steps
+    with every rate passed)."""
+    grown = rate * GROWTH
+    least = min(GROWTH, (1 + plan.precision) ** (2**misled))
+    used = server.cpu_cores_mean
+    if not plan.target_cores or not used:
+        return grown
+    projected = rate * plan.target_cores / used
+    return float(max(rate + 1, round(max(rate * least, min(grown, projected)))))
+
+
+def _bracket(low: float, high: float | None, precision: float) -> str:
+    """Where an unfinished search left the capacity, in words."""
+    if high is None:
+        return f"every rate passed, up to {low:,.0f} req/s"
+    if low == 0:
+        return f"no rate passed, down to {high:,.0f} req/s"
+    return (
+        f"last pass {low:,.0f} req/s, lowest failure {high:,.0f} ({high / low - 1:.0%} apart, "
+        f"for a precision of {precision:.0%})"
+    )
 
 
 Measure = Callable[[float, int], tuple[LoadFigures, ServerSample]]
@@ -112,8 +207,11 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
     high: float | None = None  # lowest rate that failed
     high_reasons: list[str] = []
     served_at_high = 0.0
-    rate = min(plan.start_rate, plan.max_rate)
+    rate = plan.first_rate
     converged = False
+    stopped = ""
+    misled = 0  # passes at a rate the CPU steered to (`grow`)
+    was_steered = False
     while len(steps) < plan.max_steps:
         figures, server = measure(rate, len(steps) + 1)
         reasons = failures(figures, server)
@@ -131,20 +229,21 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
             high, high_reasons, served_at_high = rate, reasons, figures.rps
         if high is None:
             if rate >= plan.max_rate:
-                converged = True  # the target kept up with the most we would offer
+                stopped = f"every rate passed, up to {plan.max_rate:,.0f} req/s, the most it offers (max_rate)"
                 break
-            rate = min(rate * 2, plan.max_rate)
+            misled += was_steered
+            was_steered = steered(plan, rate, server)
+            rate = min(grow(plan, rate, server, misled), plan.max_rate)
             continue
-        if low > 0 and high - low <= plan.precision * low:
-            converged = True
-            break
-        if high <= 1:
-            converged = True
+        if (low > 0 and high - low <= plan.precision * low) or high <= 1:
+            converged = True  # bracketed, or nothing passed even at 1 req/s
             break
         rate = next_rate(low, high, served_at_high, plan.precision)
         if rate in (low, high):
             converged = True
             break
+    else:
+        stopped = f"ran out of its {plan.max_steps} steps: {_bracket(low, high, plan.precision)}"
     # When only the generator failed at the ceiling, the server was never shown to fail.
     generator_limited = bool(high_reasons) and not any(
         r.startswith(("p99", "errors", "unanswered", "backlog")) for r in high_reasons
@@ -157,4 +256,5 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
         plan=plan.describe(),
         elapsed_s=round(time.monotonic() - started, 1),
         steps=steps,
+        stopped=stopped,
     )

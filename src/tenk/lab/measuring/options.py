@@ -24,3 +24,8 @@ class RunOptions:
     stream: bool = True
     # FLUSHDB before each rung repeat. None: only a Redis the lab started itself (never a user's).
     flush_redis: bool | None = None
+    # Sample the target's stacks during each measured step (py-spy, `measuring.profiling`), at this rate.
+    # Off unless asked (`--profile`, or the ladder's `profile = true`): its cost to the target is measured
+    # by benchmarks/profile_cost.py, not assumed.
+    profile: bool = False
+    profile_rate_hz: int = 100

@@ -22,7 +22,7 @@ from tenk.lab.documents import (
 )
 from tenk.lab.driving.k6 import collected_inside_the_run
 from tenk.lab.driving.summary import GeneratorSummary
-from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up
+from tenk.lab.measuring.bottleneck import attribute, ingest_behind, kept_up, not_converged, outside_cores
 from tenk.lab.measuring.capacity import step_failures
 from tenk.lab.measuring.sampling import metrics_delta, metrics_gauges
 
@@ -47,8 +47,12 @@ def ceiling(
     extra_failures: list[str] | None = None,
     budget_m: int | None = None,
 ) -> Bottleneck:
-    """The bottleneck at the lowest failing rate (the ceiling), or `kept_up` when no step failed."""
+    """The bottleneck at the lowest failing rate (the ceiling), `kept_up` when no step failed, or
+    `not_converged` when the search stopped short of bracketing a capacity: then no rate it tried is known
+    to be the ceiling, and nobody, the target least of all, is named for it."""
     cores = target_cores(config, budget_m)
+    if capacity is not None and not capacity.converged:
+        return not_converged(capacity)
     if capacity is not None:
         # A rate fails when its last step failed: a failure measured again and passed was a stall.
         last_at_rate = {step.rate: step for step in capacity.steps}
@@ -98,47 +102,10 @@ def rung_result(
 ) -> RungResult:
     config = rung.config
     failures = step_failures(figures, config.slo_p99_ms) + list(extra_failures or [])
-    notes = []
-    if config.engine == "wrk":
-        notes.append("closed loop (wrk): latency hides queueing; throughput only")
-    if rung.multi_variable:
-        notes.append(f"multi-variable rung ({len(rung.changes)} changes): no single cause")
-    neighbours = server.neighbour_cores_mean or 0.0
+    notes = _notes(rung, figures, server, budget)
     budget_m = budget.millicores if budget is not None else None
-    if budget_m is not None:
-        # Under a quota the dependencies share the target's cores by design; they matter only when those
-        # cores ran out, so that the core, not the quota, may have held the target back.
-        busy = [server.core_busy_mean.get(str(cpu), 0.0) for cpu in server.target_cpus]
-        if busy and min(busy) >= FULL_CORE:
-            notes.append(
-                f"the target's cores were {min(busy):.0%} busy (its dependencies {neighbours:.2f} cores): "
-                "the core, not the CPU budget, may have set the limit"
-            )
-    elif neighbours > NEIGHBOUR_NOTE_CORES:
-        notes.append(
-            f"contended: other processes kept {neighbours:.2f} cores of the target's CPUs busy; "
-            "latency and capacity move with them"
-        )
-    if budget is not None and budget.missing:
-        notes.append(budget.missing)
-    if (collected := collected_inside_the_run(figures)) is not None:
-        notes.append(collected)
     bottleneck = ceiling(capacity, figures, server, config, list(extra_failures or []), budget_m)
-    if capacity is not None:
-        value = capacity.capacity
-        # A capacity is the target's only when the target itself ran out of CPU at the ceiling.
-        ok = value > 0 and bottleneck.is_target
-        if capacity.generator_limited:
-            notes.append("capacity is a lower bound: the generator, not the server, failed first")
-        if not capacity.converged:
-            notes.append("search ran out of steps before converging")
-    else:
-        value = figures.rps
-        ok = not figures.generator_bound and bottleneck.kind in ("none", "target")
-        if figures.generator_bound:
-            notes.append("generator-bound: not a server figure")
-        elif failures:
-            notes.append("; ".join(failures))
+    value, ok = _headline(rung, capacity, figures, bottleneck, failures, notes)
     cpu_ms = cpu_ms_per_request(server, figures.rps)
     return RungResult(
         index=rung.index,
@@ -169,3 +136,63 @@ def rung_result(
         ),
         elapsed_s=round(elapsed_s, 1),
     )
+
+
+def _notes(rung: Rung, figures: LoadFigures, server: ServerSample, budget: BudgetRecord | None) -> list[str]:
+    """What a reader of the repeat's figures should know of how they were measured: the engine, a
+    multi-variable rung, busy neighbours or full cores, a missing budget, a generator that collected."""
+    notes = []
+    if rung.config.engine == "wrk":
+        notes.append("closed loop (wrk): latency hides queueing; throughput only")
+    if rung.multi_variable:
+        notes.append(f"multi-variable rung ({len(rung.changes)} changes): no single cause")
+    neighbours = server.neighbour_cores_mean or 0.0
+    if budget is not None and budget.millicores is not None:
+        # Under a quota the dependencies share the target's cores by design; they matter only when those
+        # cores ran out, so that the core, not the quota, may have held the target back.
+        busy = [server.core_busy_mean.get(str(cpu), 0.0) for cpu in server.target_cpus]
+        if busy and min(busy) >= FULL_CORE:
+            # Only the lab's own dependencies are the target's by design; the rest is another job's.
+            ours, others = outside_cores(server)
+            notes.append(
+                f"the target's cores were {min(busy):.0%} busy (its dependencies {ours:.2f} cores, "
+                f"other processes {others:.2f}): the core, not the CPU budget, may have set the limit"
+            )
+    elif neighbours > NEIGHBOUR_NOTE_CORES:
+        notes.append(
+            f"contended: other processes kept {neighbours:.2f} cores of the target's CPUs busy; "
+            "latency and capacity move with them"
+        )
+    if budget is not None and budget.missing:
+        notes.append(budget.missing)
+    if (collected := collected_inside_the_run(figures)) is not None:
+        notes.append(collected)
+    return notes
+
+
+def _headline(
+    rung: Rung,
+    capacity: CapacityResult | None,
+    figures: LoadFigures,
+    bottleneck: Bottleneck,
+    failures: list[str],
+    notes: list[str],
+) -> tuple[float, bool]:
+    """The repeat's figure (its capacity, or its goodput at the fixed rate) and whether it is the target's
+    own; what limits its meaning is added to `notes`."""
+    if capacity is not None:
+        value = capacity.capacity
+        # A capacity is the target's only when its search bracketed it and the target itself set the ceiling.
+        ok = value > 0 and capacity.converged and bottleneck.is_target
+        if capacity.generator_limited:
+            notes.append("capacity is a lower bound: the generator, not the server, failed first")
+        if rung.expect_bound == "target" and not ok:
+            found = "no step within the SLO" if value == 0 else bottleneck.phrase()
+            notes.append(f'expected to be target-bound (expect_bound = "target"), but: {found}')
+        return value, ok
+    ok = not figures.generator_bound and bottleneck.kind in ("none", "target")
+    if figures.generator_bound:
+        notes.append("generator-bound: not a server figure")
+    elif failures:
+        notes.append("; ".join(failures))
+    return figures.rps, ok

@@ -13,30 +13,22 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tenk.lab.cpus import cpu_set, other_cpus, pin_tree, staying_on
 from tenk.lab.definition.ladder import Rung
 from tenk.lab.definition.mixes import Mix
-from tenk.lab.documents import BudgetRecord, CapacityResult, LoadFigures, RungResult, ServerSample
+from tenk.lab.documents import BudgetRecord, CapacityResult, LoadFigures, RungProfile, RungResult, ServerSample
+from tenk.lab.driving.generator import LoadRun
 from tenk.lab.driving.k6 import run_k6
 from tenk.lab.driving.summary import GeneratorSummary
 from tenk.lab.driving.wrk import run_wrk
 from tenk.lab.measuring.capacity import SearchPlan, search, step_failures
-from tenk.lab.measuring.cluster import start_nodes
-from tenk.lab.measuring.cpubudget import CGROUP_ROOT, PERIOD_US, CpuBudget, NoBudget, budget_millicores, open_budget
 from tenk.lab.measuring.dependency_probe import DependencyProbe
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.measuring.outcome import rung_result, target_cores
-from tenk.lab.measuring.processes import (
-    ProcessSet,
-    process_set,
-    start_redis,
-    start_target,
-    start_upstream,
-    start_workers,
-)
+from tenk.lab.measuring.profiling import StackSampler
 from tenk.lab.measuring.sampling import GaugeWatcher, TreeSampler, scrape_metrics, wait_until_idle
 from tenk.lab.measuring.state import (
     INGEST_DRAINED,
@@ -53,6 +45,16 @@ from tenk.lab.measuring.state import (
     landed,
     reset_upstream,
     upstream_snapshot,
+)
+from tenk.lab.processes.cluster import start_nodes
+from tenk.lab.processes.cpubudget import CGROUP_ROOT, PERIOD_US, CpuBudget, NoBudget, budget_millicores, open_budget
+from tenk.lab.processes.servers import (
+    ProcessSet,
+    process_set,
+    start_redis,
+    start_target,
+    start_upstream,
+    start_workers,
 )
 
 # After a step whose backlog grew, the workers get this long to land it before the next step.
@@ -80,6 +82,10 @@ class Bench:
     auto_note: str = ""
     # Why `auto` found no quota to set ("auto: no CPU budget: ..."): every verdict is labelled with it.
     budget_missing: str = ""
+    # What the rungs' database is and where it came from (`StackInfo.data`), said with the other resets.
+    data: str = ""
+    # What `auto`'s calibration expects each rung (by index) to serve at its budget: where its search starts.
+    estimates: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,10 @@ class RungRun:
         self.reset: list[str] = []
         self.metrics_before: dict[str, float] = {}
         self.metrics_after: dict[str, float] = {}
+        # `--profile`: each measured step's stack file (relative to the run's folder), or why there is none.
+        self.stacks: list[str] = []
+        self.stacks_missing = ""
+        self.sampler_cpu_s = self.sampled_s = 0.0
 
     # What this rung watches, decided by its config and what `start` started.
     @property
@@ -203,6 +213,8 @@ class RungRun:
             flush_redis(env["TENK_REDIS_URL"])
             self.reset.append(REDIS_FLUSHED)
         if self.local:
+            if self.bench.data:
+                self.reset.append(self.bench.data)
             self.reset.append(TARGET_RESET)
             if self.mix.needs_upstream:
                 self.reset.append(UPSTREAM_RESET)
@@ -229,6 +241,7 @@ class RungRun:
             progress.step(phase, number, rate, elapsed, duration_s)
 
         sampler = self._sampler()
+        stacks = self._stack_sampler(phase, step_dir)
         # Only for apps known to reach nothing but the stack: another app may wait on what the lab cannot see.
         probe = DependencyProbe(self.env) if self.local and self.config.is_ours else None
         upstream_url = self.env.get("TENK_UPSTREAM_URL", "") if self.local else ""
@@ -238,26 +251,29 @@ class RungRun:
         window_start = db_now(self.dsn) if self.dsn else None
         gauges = GaugeWatcher(base_url) if self.watch_gauges else None
         throttled_before = self.quota.throttling() if self.quota is not None else None
+        load = LoadRun(
+            self.mix, duration_s, base_url, api_key,
+            # wrk's run has the rung repeat's id; each k6 step one of its own
+            run_id=self.run_id if config.engine == "wrk" else f"{self.run_id}-{phase}{number}",
+            workdir=step_dir, log=self.log, cpus=self.helper_cpus, rate=rate, connections=config.connections,
+            slo_ms=config.slo_p99_ms, segment=self.options.segment, on_tick=tick,
+        )  # fmt: skip
         summary: GeneratorSummary
         with (
             sampler if sampler is not None else nullcontext(),
             gauges if gauges is not None else nullcontext(),
             probe if probe is not None else nullcontext(),
+            stacks if stacks is not None else nullcontext(),
         ):
             if config.engine == "wrk":
-                figures, summary = run_wrk(
-                    self.mix, connections=config.connections, duration_s=duration_s, base_url=base_url,
-                    api_key=api_key, run_id=self.run_id, workdir=step_dir, log=self.log, cpus=self.helper_cpus,
-                    on_tick=tick,
-                )  # fmt: skip
+                figures, summary = run_wrk(load)
             else:
                 figures, summary = run_k6(
-                    self.mix, rate=rate, duration_s=duration_s, slo_ms=config.slo_p99_ms, base_url=base_url,
-                    api_key=api_key, run_id=f"{self.run_id}-{phase}{number}", workdir=step_dir, log=self.log,
-                    cpus=self.helper_cpus, segment=self.options.segment, on_tick=tick,
+                    load,
                     keep_latencies=phase == "run" and self.options.stream,
                     on_second=lambda second: progress.second(second, _latest_cores(sampler)),
-                )  # fmt: skip
+                )
+        self._keep_stacks(stacks)
         server = sampler.stats if sampler is not None else ServerSample()
         if probe is not None:
             server.dependency_rtt = probe.figures()
@@ -284,21 +300,32 @@ class RungRun:
         """Warm up, then measure the rung: one fixed-rate run, or a capacity search (and its best step)."""
         config = self.config
         if config.warmup_s > 0:
-            self.measure("warmup", config.start_rate if config.capacity else config.rate, 1, config.warmup_s)
+            self.measure(
+                "warmup", self.search_plan().first_rate if config.capacity else config.rate, 1, config.warmup_s
+            )
         if not config.capacity:
             return self.measure("run", config.rate, 1, config.duration_s), None
         return self._search_capacity()
 
-    def _search_capacity(self) -> tuple[Measured, CapacityResult]:
+    def search_plan(self) -> SearchPlan:
+        """The rung's capacity search: from the calibration's estimate when there is one, steered by the
+        share of its cores (or of its quota, when one is enforced) the target used."""
         config = self.config
-        plan = SearchPlan(
+        enforced = self.budget_m if self.quota is not None else None
+        return SearchPlan(
             config.slo_p99_ms,
             config.start_rate,
             config.step_s,
             config.capacity_budget_s,
             config.max_rate,
             backlog_stable=self.backlog_stable,
+            estimate=self.bench.estimates.get(self.rung.index),
+            target_cores=target_cores(config, enforced),
         )
+
+    def _search_capacity(self) -> tuple[Measured, CapacityResult]:
+        config = self.config
+        plan = self.search_plan()
         self.progress.note(plan.describe())
         summaries: dict[float, GeneratorSummary | None] = {}
 
@@ -335,6 +362,12 @@ class RungRun:
         )  # fmt: skip
         result.repeat = self.repeat + 1
         result.reset = self.reset
+        if self.options.profile:
+            missing = "" if self.stacks else self.stacks_missing or "no measured step was sampled"
+            result.profile = RungProfile(
+                rate_hz=self.options.profile_rate_hz, stacks=self.stacks, missing=missing,
+                sampler_cpu_s=round(self.sampler_cpu_s, 3), sampled_s=round(self.sampled_s, 3),
+            )  # fmt: skip
         return result
 
     def budget_record(self) -> BudgetRecord | None:
@@ -355,6 +388,26 @@ class RungRun:
         if self.target_pid is None:
             return None
         return TreeSampler(self.target_pid, cpu_set(self.config.cpus), known=self._known, nodes=self.nodes)
+
+    def _stack_sampler(self, phase: str, step_dir: Path) -> StackSampler | None:
+        """py-spy on the target's tree for a measured step (never the warm-up), on the generator's CPUs."""
+        if not self.options.profile or phase == "warmup":
+            return None
+        if self.target_pid is None or self.nodes:
+            self.stacks_missing = "only a local single-stack target is profiled"
+            return None
+        return StackSampler(self.target_pid, step_dir, self.options.profile_rate_hz, self.helper_cpus)
+
+    def _keep_stacks(self, stacks: StackSampler | None) -> None:
+        if stacks is None:
+            return
+        self.sampler_cpu_s += stacks.cpu_s
+        self.sampled_s += stacks.wall_s
+        if stacks.stacks is not None:
+            self.stacks.append(str(stacks.stacks.relative_to(self.bench.out)))
+        elif stacks.missing:
+            self.stacks_missing = stacks.missing
+            self.progress.note(f"no profile of this step: {stacks.missing}")
 
     def _target_pids(self) -> list[int]:
         """The target's process, or every API node's."""

@@ -1,13 +1,13 @@
-"""Running a ladder: the stack its rungs share, every rung's repeats interleaved (each one a `RungRun`,
-see `rung.py`), and the files in `results/<ladder>-<timestamp>/`."""
+"""Running a ladder: the stack its rungs share, and every rung's repeats interleaved (each one a `RungRun`,
+see `rung.py`), each repeat's rung document kept in `results/<ladder>-<timestamp>/` as it is measured.
+`results.record` writes down the rest."""
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tenk.lab.cpus import LAB_CPUS, cpu_set, generator_cores, other_cpus, pin_tree
 from tenk.lab.definition.ladder import Ladder, Rung
-from tenk.lab.documents import BudgetProvenance, Results, RungResult
+from tenk.lab.documents import BudgetProvenance, RungResult
 from tenk.lab.errors import LabError
 from tenk.lab.measuring.auto_budget import (
     PROBE_RATE,
@@ -28,8 +28,12 @@ from tenk.lab.measuring.auto_budget import (
     default_budget,
     second_probe_rate,
 )
-from tenk.lab.measuring.cluster import ensure_cluster
-from tenk.lab.measuring.cpubudget import (
+from tenk.lab.measuring.options import RunOptions
+from tenk.lab.measuring.outcome import cpu_ms_per_request
+from tenk.lab.measuring.rung import Bench, Measured, RungRun, run_rung
+from tenk.lab.measuring.sampling import server_pid
+from tenk.lab.processes.cluster import ensure_cluster
+from tenk.lab.processes.cpubudget import (
     CGROUP_ROOT,
     PERIOD_US,
     CpuBudget,
@@ -37,16 +41,9 @@ from tenk.lab.measuring.cpubudget import (
     budget_millicores,
     check_budget_fits,
 )
-from tenk.lab.measuring.cpubudget import open_budget as try_budget
-from tenk.lab.measuring.options import RunOptions
-from tenk.lab.measuring.outcome import cpu_ms_per_request
-from tenk.lab.measuring.processes import ensure_stack, process_set
-from tenk.lab.measuring.rung import Bench, Measured, RungRun, run_rung
-from tenk.lab.measuring.sampling import listener_pid
-from tenk.lab.results.summary import summarise_rung
+from tenk.lab.processes.cpubudget import open_budget as try_budget
+from tenk.lab.processes.servers import ensure_stack, process_set
 from tenk.stack import EmbeddedRedis
-
-logger = logging.getLogger("tenk.lab.runner")
 
 # Start-up, warm-up gaps, k6 graceful stop: the per-rung time beyond the measured seconds.
 RUNG_OVERHEAD_S = 12.0
@@ -113,7 +110,7 @@ def _api_key(env: Mapping[str, str], ladder: Ladder) -> str:
     """The key for `auth = true` endpoints: TENK_LAB_API_KEY, else the dev key `tenk up` writes."""
     if env.get("TENK_LAB_API_KEY"):
         return env["TENK_LAB_API_KEY"]
-    from tenk.lab.measuring.processes import stack_settings
+    from tenk.lab.processes.servers import stack_settings
     from tenk.stack.devkey import ensure_dev_key
 
     needs_key = any(e.auth for mix in ladder.mixes.values() for e in mix.endpoints)
@@ -130,24 +127,21 @@ def _needs_stack(ladder: Ladder) -> bool:
 
 
 def _dependency_pids(env: Mapping[str, str], stack_pids: Mapping[str, int]) -> dict[str, int]:
-    """Postgres and Redis by role: embedded ones by pid, others by who listens on their URL's port."""
-    from urllib.parse import urlsplit
-
+    """Postgres and Redis by role: embedded ones by pid, others by who serves their URL's port or socket."""
     known = dict(stack_pids)
     for role, var in (("postgres", "TENK_DATABASE_URL"), ("redis", "TENK_REDIS_URL")):
         if role in known or not env.get(var):
             continue
-        parts = urlsplit(env[var])
-        if parts.hostname in ("127.0.0.1", "localhost", "::1") and parts.port:
-            pid = listener_pid(parts.port)
-            if pid is not None:
-                known[role] = pid
+        pid = server_pid(env[var])
+        if pid is not None:
+            known[role] = pid
     return known
 
 
 @dataclass
-class _Run:
-    """What one run of a ladder has measured so far, and how to write it down."""
+class LadderRun:
+    """What one run of a ladder has measured so far: `measure_ladder` fills it, `results.record` writes it down
+    (from every repeat measured, or from those that finished when the run stopped early)."""
 
     ladder: Ladder
     options: RunOptions
@@ -159,46 +153,8 @@ class _Run:
     started_at: float = field(default_factory=time.monotonic)
     measured: dict[int, list[RungResult]] = field(default_factory=dict)
     budget: BudgetProvenance = field(default_factory=lambda: BudgetProvenance())
-
-    def write(self, partial: str = "") -> Path:
-        """results.json and the reports, from every repeat measured (or, when `partial` says why the run
-        stopped early, from those that finished)."""
-        from tenk.lab.results.provenance import provenance
-        from tenk.lab.results.report import write_reports
-
-        rungs = [summarise_rung(self.measured[r.index]) for r in self.ladder.rungs if self.measured.get(r.index)]
-        for rung_result in rungs:
-            (self.out / f"rung-{rung_result.index + 1:02d}.json").write_text(rung_result.model_dump_json(indent=2))
-        results = Results(
-            ladder=self.ladder.name,
-            description=self.ladder.description,
-            source=str(self.ladder.path),
-            created=self.stamp,
-            segment=self.options.segment,
-            repeats=self.repeats,
-            elapsed_s=round(time.monotonic() - self.started_at, 1),
-            time_bound_s=round(self.bound_s),
-            provenance=provenance(self.ladder, self.env, self.budget),
-            claims=list(self.ladder.claims),
-            rungs=rungs,
-            partial=partial,
-        )
-        (self.out / "results.json").write_text(results.model_dump_json(indent=2))
-        write_reports(results, self.out)
-        return self.out
-
-    def write_partial(self) -> None:
-        """After a run stopped early: what finished, marked partial. Never masks why it stopped."""
-        done = sum(len(results) for results in self.measured.values())
-        if not done:
-            return
-        partial = f"the run stopped after {done} of {self.repeats * len(self.ladder.rungs)} rung measurements"
-        try:
-            self.write(partial)
-        except Exception:
-            logger.exception("could not write the partial results to %s", self.out)
-            return
-        self.options.progress.note(f"partial results of what finished: {self.out / 'results.json'}")
+    # Called with a rung's index each time one of its repeats is measured (the live view's verdict line).
+    on_measured: Callable[[int], None] | None = None
 
 
 def _check_budgets_fit(ladder: Ladder) -> None:
@@ -265,11 +221,13 @@ def _probe_figures(rate: float, measured: Measured) -> tuple[float, dict[str, fl
     return rate, cpu_ms_per_request(measured.server, figures.rps), generator_ms
 
 
-def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
-    """Replace `auto` with the budget the probes allow (or "none" where no quota can be set); say why."""
+def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str, dict[int, float]]:
+    """Replace `auto` with the budget the probes allow (or "none" where no quota can be set); say why, and
+    what each probed rung should serve at that budget (by rung index)."""
     auto = [rung for rung in ladder.rungs if rung.config.cpu_budget == "auto"]
+    estimates: dict[int, float] = {}
     if not auto:
-        return ladder, ""
+        return ladder, "", estimates
     progress = bench.options.progress
     check = try_budget(1000, bench.cgroup_root, bench.cpu_period_us)
     if isinstance(check, NoBudget) or bench.options.base_url is not None or bench.topology == "cluster":
@@ -285,6 +243,7 @@ def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
         first = auto[0].config.cpus
         choice = choose_budget(probes, generator_cores(first) or 1, len(cpu_set(first)))
         choice = choice.confirmed(_operating_point(choice, auto, ladder, bench))
+        estimates = {rung.index: rate for rung, rate in zip(auto, choice.saturation_rates(), strict=True) if rate > 0}
         note = choice.describe()
         progress.note(note)
         chosen = f"{choice.millicores}m"
@@ -292,40 +251,47 @@ def _resolve_auto(ladder: Ladder, bench: Bench) -> tuple[Ladder, str]:
         replace(rung, config=replace(rung.config, cpu_budget=chosen)) if rung.config.cpu_budget == "auto" else rung
         for rung in ladder.rungs
     )
-    return replace(ladder, rungs=rungs), note
+    return replace(ladder, rungs=rungs), note, estimates
 
 
-def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
+def begin_run(ladder: Ladder, options: RunOptions) -> LadderRun:
+    """Check the ladder against the run's options and make its folder, before anything starts."""
     if options.segment and any(r.config.capacity for r in ladder.rungs):
         raise LabError("--segment splits a fixed rate across machines; capacity search cannot be split")
     repeats = options.repeats or ladder.repeats
+    if ladder.profile and not options.profile:
+        options = replace(options, profile=True)
     ladder = with_default_budget(ladder, options.base_env)
     _check_budgets_fit(ladder)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-seg{options.segment.replace('/', 'of')}" if options.segment else ""
     out = options.results_root / f"{ladder.name}-{stamp}{suffix}"
     out.mkdir(parents=True, exist_ok=True)
-    progress = options.progress
     bound = time_bound_s(ladder, repeats)
-    progress.note(
+    options.progress.note(
         f"ladder {ladder.name!r}: {len(ladder.rungs)} rungs x {repeats} repeats (interleaved), "
         f"at most ~{bound:.0f}s; results in {out}"
     )
-    env = dict(options.base_env)
+    return LadderRun(ladder, options, out, stamp, repeats, bound, dict(options.base_env))
+
+
+def measure_ladder(run: LadderRun) -> None:
+    """Every rung of `run`'s ladder, `repeats` times interleaved, into `run.measured`; each repeat's rung
+    document is written as soon as it is measured. Whatever the lab started is stopped, however this ends."""
+    ladder, options, out, env = run.ladder, run.options, run.out, run.env
+    progress = options.progress
+    repeats = run.repeats
     api_key = _api_key(env, ladder)
     stack = None
     bench: Bench | None = None
-    run = _Run(ladder, options, out, stamp, repeats, bound, env)
     measured = run.measured = {rung.index: [] for rung in ladder.rungs}
-    finished = False
     try:
         cluster = ladder.topology == "cluster"
         if options.base_url is None and _needs_stack(ladder):
             helpers = other_cpus(ladder.rungs[0].config.cpus)
             stack = ensure_cluster(env, helpers) if cluster else ensure_stack(env, helpers)
             env.update(stack.env)
-            if stack.restored:
-                progress.note(f"the seeded catalogue had {stack.restored} products missing or changed: restored")
+            progress.note(f"data: {stack.data}")
         pids = stack.pids if stack is not None else {}
         # A cluster's members are all known by name (redis-<port>...): looking up "redis" by port would count one twice.
         dependencies = {} if options.base_url else dict(pids) if cluster else _dependency_pids(env, pids)
@@ -336,11 +302,14 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
             owns_redis = stack is not None and any(isinstance(s, EmbeddedRedis) for s in stack.started)
         period_us = int(env.get("TENK_LAB_CPU_PERIOD_US") or PERIOD_US)
         cgroup_root = Path(env.get("TENK_LAB_CGROUP_ROOT") or CGROUP_ROOT)
-        bench = Bench(env, api_key, out, options, dependencies, owns_redis, ladder.topology, period_us, cgroup_root)
-        ladder, auto_note = _resolve_auto(ladder, bench)
+        bench = Bench(
+            env, api_key, out, options, dependencies, owns_redis, ladder.topology, period_us, cgroup_root,
+            data=stack.data if stack is not None else "",
+        )  # fmt: skip
+        ladder, auto_note, estimates = _resolve_auto(ladder, bench)
         run.ladder = ladder
         missing = auto_note if auto_note.startswith("auto: ") else ""
-        bench = replace(bench, auto_note="" if missing else auto_note, budget_missing=missing)
+        bench = replace(bench, auto_note="" if missing else auto_note, budget_missing=missing, estimates=estimates)
         run.budget = {"period_us": period_us, "default": default_budget(options.base_env), "auto": auto_note}
         # Interleaved: every repeat runs every rung once, so slow drift (thermal, neighbours) hits all alike.
         for repeat in range(repeats):
@@ -352,16 +321,14 @@ def run_ladder(ladder: Ladder, options: RunOptions) -> Path:
                 (out / f"rung-{rung.index + 1:02d}-repeat-{repeat + 1}.json").write_text(
                     result.model_dump_json(indent=2)
                 )
-        finished = True
+                if run.on_measured is not None:
+                    run.on_measured(rung.index)
     finally:
         if stack is None and bench is not None:
             # Someone else's Postgres and Redis were moved onto the target's cores: give them the lab's back.
             for pid in bench.dependencies.values():
                 pin_tree(pid, LAB_CPUS)
         if stack is not None:
-            for server in stack.started:
+            for server in reversed(stack.started):
                 server.stop()
         progress.close()
-        if not finished:
-            run.write_partial()
-    return run.write()

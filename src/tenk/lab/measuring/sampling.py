@@ -7,12 +7,13 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tenk.lab.documents import GaugeFigures, ServerSample
+from tenk.lab.documents import GENERATORS, GaugeFigures, ServerSample
 
 Known = Callable[[], dict[str, int]]
 
@@ -25,7 +26,7 @@ def _generator_children() -> dict[str, int]:
             name = child.name()
         except psutil.Error:
             continue
-        if name in ("k6", "wrk"):
+        if name in GENERATORS:
             found[name] = child.pid
     return found
 
@@ -244,6 +245,39 @@ def listener_pid(port: int) -> int | None:
     for conn in connections:
         if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
             return int(conn.pid)
+    return None
+
+
+def socket_holder_pid(path: str) -> int | None:
+    """The process serving a Unix socket, if visible: of those holding it (the server, Postgres's backends,
+    a forked child), the one whose parent does not."""
+    try:
+        # For a Unix socket psutil gives the path as `laddr`, a str, though it is typed as an address.
+        holders = {int(c.pid) for c in psutil.net_connections("unix") if str(c.laddr) == path and c.pid}
+    except psutil.Error:
+        return None
+    for pid in sorted(holders):
+        try:
+            if psutil.Process(pid).ppid() not in holders:
+                return pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def server_pid(url: str) -> int | None:
+    """The process serving a Postgres or Redis URL on this machine, if visible: whoever listens on its
+    local TCP port, or holds its Unix socket (a `unix://` path, or the directory in Postgres's `host=`)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return socket_holder_pid(unquote(parts.path))
+    query = parse_qs(parts.query)
+    host = parts.hostname or query.get("host", [""])[-1]
+    port = parts.port or int(query.get("port", ["0"])[-1] or 0)
+    if host.startswith("/"):
+        return socket_holder_pid(f"{host.rstrip('/')}/.s.PGSQL.{port or 5432}")
+    if host in ("127.0.0.1", "localhost", "::1") and port:
+        return listener_pid(port)
     return None
 
 

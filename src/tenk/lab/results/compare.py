@@ -3,26 +3,29 @@ run on several generator machines, folded into one result)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
-from tenk.lab.definition.mixes import Mix
 from tenk.lab.documents import (
     EndpointFigures,
     LoadFigures,
-    Metrics,
     Results,
     RungResult,
     ServerSample,
-    Verdict,
 )
-from tenk.lab.driving.k6 import K6Summary, figures_from_summary
-from tenk.lab.errors import LabError, MalformedFileError
-from tenk.lab.results import latency
-from tenk.lab.results.derivations import HIGHER_IS_BETTER, compare_rungs, cpu_ms_per_request, metric_value
+from tenk.lab.driving import latency
+from tenk.lab.errors import LabError
+from tenk.lab.results.derivations import (
+    HIGHER_IS_BETTER,
+    compare_rungs,
+    cpu_ms_per_request,
+    metric_value,
+    step_judgement,
+    with_judgements,
+)
 from tenk.lab.results.provenance import differences
-from tenk.lab.results.stats import supports_regression
+from tenk.lab.results.stats import describe, supports_regression
 from tenk.lab.results.summary import summarise_rung
+from tenk.lab.results.verdict import labelled
 
 MERGE_NOTE = (
     "Exact after merging: request, error and dropped-iteration counts, goodput, error rate, per-endpoint "
@@ -37,20 +40,16 @@ def _metric(rung: RungResult) -> str:
     return "capacity" if rung.mode == "capacity" else "rps"
 
 
-def _step(value: float | None, previous: float | None) -> float | None:
-    return value / previous if value is not None and previous else None
-
-
 def _fmt(value: float | None, digits: int = 3, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
 
 
 def compare_rows(a: Results, b: Results) -> list[dict[str, str]]:
-    """Rungs matched by label: each side's headline figure, B/A, and each side's rung-to-rung ratio,
-    for the headline (capacity or RPS) and for the target's CPU per request."""
+    """Rungs matched by label: each side's headline figure, B against A (labelled), and each side's step
+    from the rung before it, with the label its own report gives that step; the same for the target's CPU
+    per request."""
     b_by_label = {rung.label: rung for rung in b.rungs}
     rows = []
-    previous: tuple[RungResult, RungResult] | None = None
     for rung_a in a.rungs:
         rung_b = b_by_label.get(rung_a.label)
         if rung_b is None:
@@ -62,40 +61,30 @@ def compare_rows(a: Results, b: Results) -> list[dict[str, str]]:
             "metric": metric,
             "A": f"{va:,.0f}",
             "B": f"{vb:,.0f}",
-            "B/A": f"{vb / va:.3f}" if va else "-",
-            "B vs A": compare_rungs(rung_a, rung_b, metric).show(),
-            "B vs A cpu ms/req": compare_rungs(rung_a, rung_b, "cpu_ms").show(),
+            "B vs A": describe(compare_rungs(rung_a, rung_b, metric)),
+            "B vs A cpu ms/req": describe(compare_rungs(rung_a, rung_b, "cpu_ms")),
             "A p99 ms": f"{rung_a.figures.p99_ms:.1f}",
             "B p99 ms": f"{rung_b.figures.p99_ms:.1f}",
             "A step": "-",
             "B step": "-",
-            "step diff": "-",
-            "A cpu ms/req": _fmt(cpu_ms_per_request(rung_a)),
-            "B cpu ms/req": _fmt(cpu_ms_per_request(rung_b)),
             "A cpu step": "-",
             "B cpu step": "-",
-            "cpu step diff": "-",
+            "A cpu ms/req": _fmt(cpu_ms_per_request(rung_a)),
+            "B cpu ms/req": _fmt(cpu_ms_per_request(rung_b)),
         }
-        if previous is not None:
-            pa, pb = metric_value(previous[0], metric), metric_value(previous[1], metric)
-            if pa and pb:
-                ra, rb = va / pa, vb / pb
-                row["A step"] = f"{ra:.3f}x"
-                row["B step"] = f"{rb:.3f}x"
-                row["step diff"] = f"{(rb - ra) / ra:+.1%}" if ra else "-"
-            ca = _step(cpu_ms_per_request(rung_a), cpu_ms_per_request(previous[0]))
-            cb = _step(cpu_ms_per_request(rung_b), cpu_ms_per_request(previous[1]))
-            row["A cpu step"] = _fmt(ca, suffix="x")
-            row["B cpu step"] = _fmt(cb, suffix="x")
-            row["cpu step diff"] = f"{(cb - ca) / ca:+.1%}" if ca and cb else "-"
+        if rung_a.index > 0:
+            for side, results in (("A", a), ("B", b)):
+                step = step_judgement(results, rung_a.label)
+                if step is not None:
+                    row[f"{side} step"] = labelled(step.comparison)
+                    row[f"{side} cpu step"] = labelled(step.cpu) if step.cpu is not None else "-"
         rows.append(row)
-        previous = (rung_a, rung_b)
     return rows
 
 
-# The largest run-to-run spread of a rung's median target CPU ms per request measured on this 2-core
-# machine is 8 % (docs/results.md, local-cache three times in a row: 0.146-0.158 ms with the cache on,
-# 0.265-0.276 off). A gate must sit above that spread and below the regressions worth catching (20 %).
+# A gate must sit above the run-to-run spread of a rung's median target CPU ms per request on a 2-core
+# machine (the local-cache example three times in a row: docs/results.md#2026-11-25-local-cache) and
+# below the regressions worth catching (20 %).
 DEFAULT_THRESHOLD = 0.10
 
 
@@ -117,7 +106,7 @@ def regressions(a: Results, b: Results, threshold: float = DEFAULT_THRESHOLD) ->
             comparison = compare_rungs(rung_a, rung_b, metric)
             if supports_regression(comparison, threshold, HIGHER_IS_BETTER[metric]):
                 name = "target CPU ms/request" if metric == "cpu_ms" else metric
-                found.append(f"{rung_a.label}: {name} {comparison.show()}")
+                found.append(f"{rung_a.label}: {name} {describe(comparison)}")
     return found
 
 
@@ -145,7 +134,7 @@ def merge_results(parts: list[Results]) -> Results:
             rungs.append(_merge_repeats(pieces))
         else:
             rungs.append(_merge_rung(pieces, keep_server_figure=False).model_copy(update={"k6_summary": {}}))
-    return parts[0].model_copy(
+    merged = parts[0].model_copy(
         deep=True,
         update={
             "merged_from": [part.segment or part.created for part in parts],
@@ -154,6 +143,7 @@ def merge_results(parts: list[Results]) -> Results:
             "rungs": rungs,
         },
     )
+    return with_judgements(merged)
 
 
 def _merge_rung(pieces: list[RungResult], keep_server_figure: bool) -> RungResult:
@@ -273,37 +263,3 @@ def write_merged(parts: list[Results], out: Path) -> Results:
 
     write_reports(merged, out)
     return merged
-
-
-def result_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: float) -> Results:
-    """A one-rung result from a raw k6 summary, such as a k6-operator runner pod prints to stdout.
-
-    The generator's cost is unknown there (it ran elsewhere), so it reads as zero.
-    """
-    figures = figures_from_summary(summary, mix, rate, duration_s)
-    rung = RungResult(
-        index=0, label=mix.name, changed="baseline", changes=[], multi_variable=False, allow_multi=False,
-        config={"mix": mix.name, "rate": rate, "duration_s": duration_s, "slo_p99_ms": 100},
-        mode="rate", value=figures.rps, figures=figures, server=ServerSample(), capacity=None,
-        metrics=Metrics(scraped=False, delta={}), k6_summary=summary.as_written(),
-        verdict=Verdict(server_figure=True, generator_bound=figures.dropped > 0, slo_met=True, notes=[]),
-    )  # fmt: skip
-    created = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return Results(ladder=f"{mix.name}-k6", description="k6 summaries", created=created, claims=[], rungs=[rung])
-
-
-def load_summary(path: Path) -> K6Summary:
-    """A k6 summary JSON file, or a runner's log whose last JSON line is the summary."""
-    text = path.read_text()
-    first_failure: MalformedFileError | None = None
-    for candidate in [text, *reversed(text.splitlines())]:
-        candidate = candidate.strip()
-        if candidate.startswith("{") and '"metrics"' in candidate:
-            try:
-                return K6Summary.from_json(candidate, path)
-            except MalformedFileError as exc:
-                # Named if nothing else parses: the whole file's failure, else its last summary-like line's.
-                first_failure = first_failure or exc
-    if first_failure is not None:
-        raise first_failure
-    raise LabError(f"{path}: no k6 summary JSON in it")

@@ -15,11 +15,18 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from tenk.lab.documents import Estimate, Results, RungResult
-from tenk.lab.measuring.bottleneck import GENERATORS
-from tenk.lab.results.derivations import cpu_ms_per_request, headline_metric, is_server_figure, metric_value
-from tenk.lab.results.tables import claim_rows, or_unknown, provenance_line, rung_rows, verdict_lines
-from tenk.lab.results.verdict import bound_by
+from tenk.lab.documents import GENERATORS, Estimate, Results, RungResult
+from tenk.lab.results.derivations import (
+    bound_by,
+    cpu_ms_per_request,
+    headline_metric,
+    metric_value,
+    not_the_targets,
+    unconverged,
+)
+from tenk.lab.results.markdown import RUNG_TABLE_NOTE
+from tenk.lab.results.profiles import PROFILE_NOTE, changed_rows, profile_line, top_rows
+from tenk.lab.results.tables import RungTable, claim_rows, or_unknown, provenance_line, rung_table, verdict_lines
 
 
 def _figure_html(figure: go.Figure, div_id: str) -> str:
@@ -31,8 +38,8 @@ def _figure_html(figure: go.Figure, div_id: str) -> str:
 
 @functools.cache
 def _plotly_gzip_base64() -> str:
-    """plotly.js, gzipped and base64-encoded: the report stays one offline file at about 40 % of
-    the size; the browser inflates it once with DecompressionStream and draws every chart."""
+    """plotly.js, gzipped and base64-encoded: the report stays one offline file, a fraction of the size;
+    the browser inflates it once with DecompressionStream and draws every chart."""
     from plotly.offline import get_plotlyjs
 
     return base64.b64encode(gzip.compress(get_plotlyjs().encode(), compresslevel=9, mtime=0)).decode()
@@ -92,8 +99,8 @@ def capacity_chart(rungs: list[RungResult]) -> go.Figure:
     labels = [rung.label for rung in rungs]
     values = [metric_value(rung, headline_metric(rung)) for rung in rungs]
     bars = [_interval(rung.estimate, v) for rung, v in zip(rungs, values, strict=True)]
-    own = [is_server_figure(rung) for rung in rungs]
-    text = [f"{v:,.0f}" if own[i] else f"≥ {v:,.0f}, {bound_by(rungs[i])}" for i, v in enumerate(values)]
+    own = [not not_the_targets(rung) for rung in rungs]
+    text = [f"{v:,.0f}" if own[i] else f"≥ {v:,.0f}, {_why_not(rungs[i])}" for i, v in enumerate(values)]
     figure = go.Figure(
         go.Bar(
             x=labels, y=values, text=text, textposition="inside", insidetextanchor="middle",
@@ -110,6 +117,11 @@ def capacity_chart(rungs: list[RungResult]) -> go.Figure:
         yaxis_title="req/s",
     )
     return figure
+
+
+def _why_not(rung: RungResult) -> str:
+    """A bar's label for a figure that is not the target's: what set it, or that its search did not converge."""
+    return "not converged" if unconverged(rung) else bound_by(rung)
 
 
 def charts(results: Results) -> list[tuple[str, go.Figure]]:
@@ -164,12 +176,23 @@ def _plottable(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
 
 
-def _html_table(rows: list[dict[str, str]]) -> str:
+def _html_table(rows: list[dict[str, str]], css: str = "") -> str:
     if not rows:
         return "<p>(none)</p>"
     head = "".join(f"<th>{html.escape(h)}</th>" for h in rows[0])
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row.values()) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    opened = f'<table class="{css}">' if css else "<table>"
+    return f"{opened}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _rungs_html(table: RungTable) -> str:
+    """The rung table, then a `<details>` per rung with its other figures, one per line."""
+    folds = []
+    for title, figures in table.details:
+        rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in figures.items())
+        folds.append(f'<details><summary>{html.escape(title)}</summary><table class="figures">{rows}</table></details>')
+    note = f'<p class="note">{html.escape(RUNG_TABLE_NOTE)}</p>'
+    return _html_table(table.rows, "rungs") + note + "".join(folds)
 
 
 def _verdict_html(results: Results) -> str:
@@ -184,6 +207,29 @@ def _verdict_html(results: Results) -> str:
     return f'<ul class="verdict">{listed}</ul>' + "".join(f'<p class="note">{note}</p>' for note in notes if note)
 
 
+def _profiles_html(results: Results) -> str:
+    """Each profiled rung's flame graph (shown, and linked), top functions and changes."""
+    if not any(rung.profile is not None for rung in results.rungs):
+        return ""
+    parts = [f'<h2>Where the CPU went</h2><p class="note">{html.escape(PROFILE_NOTE)}</p>']
+    for rung in results.rungs:
+        profile = rung.profile
+        if profile is None:
+            continue
+        parts.append(f"<h3>{html.escape(rung.label)}</h3><p>{html.escape(profile_line(profile))}</p>")
+        for link, table in ((profile.flame, top_rows(profile)), (profile.diff, changed_rows(profile))):
+            if not link:
+                continue
+            where = html.escape(link, quote=True)
+            caption = "flame graph" if link == profile.flame else f"against {profile.against}"
+            parts.append(
+                f'<p><a href="{where}">{html.escape(caption)}: {where}</a></p>'
+                f'<a href="{where}"><img src="{where}" alt="{html.escape(caption)}" style="max-width: 100%"></a>'
+                + _html_table(table)
+            )
+    return "\n".join(parts)
+
+
 def html_report(results: Results) -> str:
     divs = "\n".join(f'<section class="chart">{_figure_html(fig, div_id)}</section>' for div_id, fig in charts(results))
     title = html.escape(results.ladder)
@@ -193,10 +239,15 @@ def html_report(results: Results) -> str:
 {_LOADER}
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
-table {{ border-collapse: collapse; font-size: 0.85rem; margin: 1rem 0; }}
-th, td {{ border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: right; }}
-th {{ background: #f4f4f4; }} td:nth-child(2), td:nth-child(3), td:last-child {{ text-align: left; }}
-.charts {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }}
+table {{ border-collapse: collapse; font-size: 0.85rem; margin: 1rem 0; max-width: 100%; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: right; overflow-wrap: anywhere; }}
+th {{ background: #f4f4f4; }} :is(td, th):is(:nth-child(2), :nth-child(3), :last-child) {{ text-align: left; }}
+table.rungs :is(td, th):nth-child(6) {{ text-align: left; }} table.rungs :is(td, th):last-child {{ text-align: right; }}
+table.figures th {{ text-align: left; font-weight: normal; width: 16rem; }} table.figures td {{ text-align: left; }}
+details {{ margin: 0.3rem 0; }} summary {{ cursor: pointer; }}
+p {{ overflow-wrap: anywhere; }}
+.charts {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); gap: 1rem; }}
+.chart {{ min-width: 0; }}
 ul.verdict {{ font-size: 1.05rem; line-height: 1.5; }} .note {{ color: #666; font-size: 0.8rem; }}
 </style></head><body>
 <h1>{title}</h1>
@@ -206,9 +257,10 @@ ul.verdict {{ font-size: 1.05rem; line-height: 1.5; }} .note {{ color: #666; fon
 <h2>Charts</h2>
 <div class="charts">{divs}</div>
 <h2>Rungs</h2>
-{_html_table(rung_rows(results))}
+{_rungs_html(rung_table(results))}
 <h2>Claims</h2>
 {_html_table(claim_rows(results))}
+{_profiles_html(results)}
 <p>Created {html.escape(results.created)}; took {or_unknown(results.elapsed_s)}s.
 {html.escape(results.merge_note)}</p>
 <p>{html.escape(provenance_line(results))}</p>

@@ -1,16 +1,20 @@
 """Statistics behind every verdict: a median with a 95 % interval, and a labelled comparison.
 
-A bare ratio is never a verdict: two runs of the same rung differ by noise, so every comparison
-is a seeded bootstrap interval of the ratio of medians, and the label follows the interval:
-*faster* / *slower* only when the whole interval lies on one side of 1, else *no detectable
-change*. The seed is fixed so that the same figures always give the same label.
+A bare ratio is never a verdict: two runs of the same rung differ by noise, so a comparison takes two
+tests of the repeats and labels only what both support. A seeded bootstrap interval of the ratio of
+medians says how large the change is; a Mann-Whitney U test of the repeats (exact, by enumerating every
+split of the pooled values, so ties are handled; a normal approximation when there are too many splits),
+with its effect P(new > base), says whether there is one.
 
-Beside it, a Mann-Whitney U test of the two samples (exact, by enumerating every split of the
-pooled values, so ties are handled; a normal approximation when there are too many splits), with
-its effect: P(new > base), the chance a repeat of NEW beats one of BASE. When the test could have
-reached p < 0.05 with these sample sizes and did not, the label is *no detectable change* whatever
-the bootstrap says. With 3 repeats a side it cannot (its smallest two-sided p is 0.10): the
-verdict then says so, and rests on the bootstrap alone.
+- *better* / *worse*: the rank test finds a difference (p < 0.05) and the whole interval lies on that side
+    of 1;
+- *no detectable change*: the rank test could have found one with these repeats, and did not;
+- *inconclusive (n = 3 + 3: ...)*: too few repeats for the rank test to reach p < 0.05 whatever the
+    figures (its least p is 0.10 at three a side, 0.029 at four, 0.008 at five), so neither a change nor
+    its absence is shown. With one repeat a side there is no spread either, and no interval is drawn.
+
+The label is decided here once, and every output prints it as it is (`Comparison.shown`). The seed is
+fixed so that the same figures always give the same label.
 """
 
 from __future__ import annotations
@@ -19,9 +23,8 @@ import itertools
 import math
 import random
 import statistics
-from dataclasses import dataclass
 
-from tenk.lab.documents import Estimate
+from tenk.lab.documents import BETTER, INCONCLUSIVE, NO_CHANGE, WORSE, Comparison, Estimate, RankTest
 
 RESAMPLES = 10_000
 SEED = 0
@@ -34,59 +37,33 @@ TEST_NAME = (
     f"and a two-sided Mann-Whitney U test (p < {ALPHA:.2f}) of the repeats"
 )
 
-FASTER = "faster"
-SLOWER = "slower"
-NO_CHANGE = "no detectable change"
-INVALID = "invalid comparison"
+
+def can_tell(test: RankTest) -> bool:
+    """Whether these sample sizes let the rank test reach p < ALPHA at all."""
+    return test.min_p < ALPHA
 
 
-@dataclass(frozen=True)
-class MannWhitney:
-    """Two-sided Mann-Whitney U of NEW against BASE."""
-
-    u: float  # pairs where NEW > BASE, ties counting a half
-    p: float
-    effect: float  # P(new > base) = u / (n_new * n_base); 0.5 is no effect
-    min_p: float  # the smallest p these sample sizes can give: at or above ALPHA the test cannot tell
-    exact: bool
-
-    @property
-    def can_tell(self) -> bool:
-        return self.min_p < ALPHA
-
-    def show(self) -> str:
-        how = "exact" if self.exact else "normal approx."
-        text = f"Mann-Whitney U={self.u:g}, p={self.p:.3f} ({how}), P(new>base)={self.effect:.2f}"
-        if not self.can_tell:
-            return f"{text}; too few repeats for it to reach p < {ALPHA:.2f} (least p {self.min_p:.2f})"
-        if self.p >= ALPHA:
-            return f"{text}: no detectable difference"
-        return text
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """NEW against BASE: the ratio of medians (new / base), its interval, and what it supports."""
-
-    ratio: float
-    low: float
-    high: float
-    label: str
-    test: str
-    mann_whitney: MannWhitney | None = None
-
-    def show(self) -> str:
-        if self.label == INVALID:
-            return f"{self.label}: {self.test}"
-        text = f"{self.label} ({self.ratio:.3f}x, 95 % CI {self.low:.3f}–{self.high:.3f}"
-        return text + (f"; {self.mann_whitney.show()})" if self.mann_whitney is not None else ")")
+def describe(comparison: Comparison) -> str:
+    """The label, then what it rests on: `better: 1.200x, 95 % CI 1.190–1.210; Mann-Whitney ...`."""
+    if comparison.ratio is None:
+        return comparison.shown
+    figures = f"{comparison.ratio:.3f}x"
+    if comparison.low is not None and comparison.high is not None:
+        figures += f", 95 % CI {comparison.low:.3f}–{comparison.high:.3f}"
+    test = comparison.rank_test
+    if test is not None:
+        how = "exact" if test.exact else "normal approx."
+        figures += f"; Mann-Whitney U={test.u:g}, p={test.p:.3f} ({how}), P(new>base)={test.effect:.2f}"
+        if not can_tell(test):
+            figures += f", least p {test.min_p:.2f}"
+    return f"{comparison.shown}: {figures}"
 
 
 def _u(new: list[float], base: list[float]) -> float:
     return sum(1.0 if n > b else 0.5 if n == b else 0.0 for n in new for b in base)
 
 
-def mann_whitney(base: list[float], new: list[float]) -> MannWhitney:
+def mann_whitney(base: list[float], new: list[float]) -> RankTest:
     """Two-sided: how often a split of the pooled values is at least as far from n1*n2/2 as this one."""
     n_new, n_base = len(new), len(base)
     pairs = n_new * n_base
@@ -104,14 +81,14 @@ def mann_whitney(base: list[float], new: list[float]) -> MannWhitney:
         p = sum(1 for d in distances if d >= observed - 1e-9) / len(distances)
         extreme = max(distances)
         min_p = sum(1 for d in distances if d >= extreme - 1e-9) / len(distances)
-        return MannWhitney(u, p, u / pairs, min_p, exact=True)
+        return RankTest(u=u, p=p, effect=u / pairs, min_p=min_p, exact=True)
     # Normal approximation with the tie correction of the variance.
     total = n_new + n_base
     ties = sum(c**3 - c for c in _tie_sizes(pooled))
     variance = pairs / 12 * ((total + 1) - ties / (total * (total - 1)))
     z = (abs(u - centre) - 0.5) / math.sqrt(variance) if variance > 0 else 0.0
     p = min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
-    return MannWhitney(u, p, u / pairs, 0.0, exact=False)
+    return RankTest(u=u, p=p, effect=u / pairs, min_p=0.0, exact=False)
 
 
 def _tie_sizes(values: list[float]) -> list[int]:
@@ -141,19 +118,23 @@ def estimate(values: list[float] | tuple[float, ...]) -> Estimate:
     return Estimate(median=median, low=_quantile(medians, tail), high=_quantile(medians, 1 - tail), values=data)
 
 
-def compare(
-    base: list[float], new: list[float], higher_is_better: bool = True, words: tuple[str, str] = (FASTER, SLOWER)
-) -> Comparison:
-    """Label NEW against BASE. With one value a side there is no spread to judge noise by, so the
-    label is *no detectable change*: a single run proves nothing either way. `words` name the better
-    and the worse outcome (*faster*/*slower* for rates; *lower*/*higher* suit CPU per request)."""
+def inconclusive(reason: str) -> Comparison:
+    """Two figures that are not comparable: `reason` says why (named rungs, the part that is not the target's)."""
+    return Comparison(label=INCONCLUSIVE, reason=reason)
+
+
+def compare(base: list[float], new: list[float], higher_is_better: bool = True) -> Comparison:
+    """Label NEW against BASE, one figure per repeat a side (see the module's docstring for the rule)."""
     base_values = [float(v) for v in base if v > 0]
     new_values = [float(v) for v in new if v > 0]
     if not base_values or not new_values:
-        return Comparison(0.0, 0.0, 0.0, INVALID, "a side has no positive figure")
+        return inconclusive("a side has no positive figure")
     ratio = statistics.median(new_values) / statistics.median(base_values)
-    if len(base_values) < 2 and len(new_values) < 2:
-        return Comparison(ratio, ratio, ratio, NO_CHANGE, "one run a side: no spread to test against")
+    sizes = {"n_base": len(base_values), "n_new": len(new_values)}
+    too_few = f"n = {len(base_values)} + {len(new_values)}: too few repeats to tell"
+    if min(len(base_values), len(new_values)) < 2:
+        # No spread on one side at least: an interval would show only the other side's noise.
+        return Comparison(label=INCONCLUSIVE, reason=too_few, ratio=ratio, **sizes)
     rng = random.Random(SEED)
     ratios = sorted(
         statistics.median(rng.choices(new_values, k=len(new_values)))
@@ -162,22 +143,22 @@ def compare(
     )
     tail = (1 - CONFIDENCE) / 2
     low, high = _quantile(ratios, tail), _quantile(ratios, 1 - tail)
-    better, worse = words
     test = mann_whitney(base_values, new_values)
-    if test.can_tell and test.p >= ALPHA:
-        label = NO_CHANGE  # a rank test that could have told, and did not: the interval alone is not enough
-    elif low > 1:
-        label = better if higher_is_better else worse
-    elif high < 1:
-        label = worse if higher_is_better else better
+    label, reason = INCONCLUSIVE, ""
+    if not can_tell(test):
+        reason = too_few
+    elif test.p >= ALPHA:
+        label = NO_CHANGE  # the rank test could have told, and did not: the interval alone is not enough
+    elif low > 1 or high < 1:
+        label = BETTER if (low > 1) == higher_is_better else WORSE
     else:
-        label = NO_CHANGE
-    return Comparison(ratio, low, high, label, TEST_NAME, test)
+        reason = "the repeats' ranks differ but the interval of the ratio holds 1"
+    return Comparison(label=label, reason=reason, ratio=ratio, low=low, high=high, rank_test=test, **sizes)
 
 
 def supports_regression(comparison: Comparison, threshold: float, higher_is_better: bool = True) -> bool:
-    """True only when the interval shows NEW worse than BASE by at least `threshold` (0.05 = 5 %)."""
-    if comparison.label == INVALID:
+    """True only when NEW is labelled worse and its interval shows it worse by at least `threshold` (0.05 = 5 %)."""
+    if comparison.label != WORSE or comparison.low is None or comparison.high is None:
         return False
     if higher_is_better:
         return comparison.high <= 1 - threshold

@@ -3,21 +3,21 @@ strings, and the lines on provenance and reset state. The markdown and HTML page
 
 from __future__ import annotations
 
-from tenk.lab.documents import IngestFigures, Results, RungResult, ServerSample
-from tenk.lab.measuring.bottleneck import GENERATORS
+from dataclasses import dataclass
+
+from tenk.lab.documents import GENERATORS, IngestFigures, Results, RungResult, ServerSample
 from tenk.lab.results.derivations import (
     ceiling,
     check_expectations,
-    compare_rungs,
     cpu_ms_per_request,
     headline_metric,
-    is_server_figure,
+    judged,
     metric_value,
-    ratio,
+    not_the_targets,
     target_in_flight_max,
 )
-from tenk.lab.results.stats import compare
-from tenk.lab.results.verdict import comparison_lines
+from tenk.lab.results.stats import TEST_NAME
+from tenk.lab.results.verdict import comparison_lines, labelled, oriented, times
 
 
 def verdict_lines(results: Results) -> list[str]:
@@ -27,29 +27,29 @@ def verdict_lines(results: Results) -> list[str]:
     repeats = results.repeats or max((len(r.repeats) for r in rungs), default=1) or 1
     lines = [f"Each rung measured {repeats} time(s), interleaved; effects are medians [95 % interval]."]
     lines += [f"- {line}" for line in comparison_lines(results)] or ["- One rung: nothing to compare."]
-    lines.append(f"\nTest behind each label: {compare([1.0, 1.0], [1.0, 1.0]).test}.")
+    lines.append(
+        f"\nTest behind each label: {TEST_NAME}. *better* or *worse* needs both; *no detectable change*, a rank "
+        "test that could have told and did not; *inconclusive*, too few repeats for it to tell, or figures that "
+        "are not the target's."
+    )
     return lines
 
 
 def rung_rows(results: Results) -> list[dict[str, str]]:
     rows = []
     rungs = results.rungs
+    steps = {j.new: j for j in judged(results) if not j.claim}
     for i, rung in enumerate(rungs):
         figures, server = rung.figures, rung.server
         metric = headline_metric(rung)
         value = metric_value(rung, metric)
-        previous = metric_value(rungs[i - 1], metric) if i else None
-        first = metric_value(rungs[0], metric)
-        delta = "-" if not previous else f"{(value - previous) / previous:+.1%}"
-        if i:
-            label = compare_rungs(rungs[i - 1], rung, metric).label
-            delta = f"{delta} ({label})"
-        times_first = "-" if not first else f"{value / first:.2f}x"
+        step = steps.get(rung.label)
+        delta = labelled(step.comparison) if i and step is not None else "-"
         marks = []
         if rung.multi_variable:
             marks.append("MULTI-VARIABLE")
         marks += rung.verdict.notes
-        prefix = "≥ " if rung.mode == "capacity" and not is_server_figure(rung) else ""
+        prefix = "≥ " if rung.mode == "capacity" and not_the_targets(rung) else ""
         est = rung.estimate
         interval = f" [{est.low:,.0f}–{est.high:,.0f}]" if est is not None and len(est.values) > 1 else ""
         deps = ", ".join(f"{role} {ms:.3f}" for role, ms in rung.cpu_ms.items() if role not in _NOT_DEPENDENCIES)
@@ -85,7 +85,6 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 _PARKED: _parked_cell(server),
                 _INGEST: _ingest_cell(server.ingest),
                 "delta vs prev": delta,
-                "x vs first": times_first,
                 "notes": "; ".join(marks),
             }
         )
@@ -204,19 +203,44 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+# The rung table's columns: what decides a rung, at a glance. Each is the `rung_rows` cell of its name but for
+# "limited by", which says only what set the ceiling: the why stays in the rung's details, with the rest.
+AT_A_GLANCE = ("#", "rung", "changed", "measure", "value", "limited by", "CPU ms/req", "p99 ms")
+
+
+@dataclass(frozen=True)
+class RungTable:
+    """The report's rungs: a row of `AT_A_GLANCE` each, then each rung's details (a title, and every other
+    figure `rung_rows` has for it, in its order; those it has none of are left out)."""
+
+    rows: list[dict[str, str]]
+    details: list[tuple[str, dict[str, str]]]
+
+
+def rung_table(results: Results) -> RungTable:
+    rows, details = [], []
+    for rung, full in zip(results.rungs, rung_rows(results), strict=True):
+        short = {**full, "limited by": ceiling(rung) or "-"}
+        rows.append({name: short[name] for name in AT_A_GLANCE})
+        rest = {name: value for name, value in full.items() if name not in AT_A_GLANCE and value not in ("", "-")}
+        details.append((f"{full['#']}. {full['rung']}", rest))
+    return RungTable(rows, details)
+
+
 def claim_rows(results: Results) -> list[dict[str, str]]:
     by_label = {rung.label: rung for rung in results.rungs}
+    verdicts = {(j.claim, j.base, j.new): j for j in judged(results) if j.claim}
     rows = []
     for claim in results.claims:
         before, after = by_label.get(claim.from_rung), by_label.get(claim.to_rung)
-        measured = None
-        if before is not None and after is not None:
-            measured = ratio(metric_value(before, claim.metric), metric_value(after, claim.metric), claim.metric)
+        judgement = verdicts.get((claim.text, claim.from_rung, claim.to_rung))
+        measured = judgement.comparison if judgement is not None else None
         claimed = claim.claimed_ratio
         expected = "-"
         if claim.expect:
             held, lines = check_expectations(claim, before, after) if before and after else ("not measured", [])
             expected = f"{held}: " + "; ".join(lines)
+        found = oriented(measured, claim.metric) if measured is not None else None
         rows.append(
             {
                 "claim": claim.text,
@@ -224,12 +248,11 @@ def claim_rows(results: Results) -> list[dict[str, str]]:
                 "rungs": f"{claim.from_rung} -> {claim.to_rung}",
                 "metric": claim.metric,
                 "claimed": "qualitative" if claimed is None else f"{claimed:.2f}x",
-                "measured": _fmt_ratio(measured),
-                "measured / claimed": "-" if measured is None or claimed is None else f"{measured / claimed:.2f}",
+                "measured": times(measured, claim.metric) if measured is not None else "-",
+                "measured / claimed": "-" if found is None or claimed is None else f"{found[0] / claimed:.2f}",
                 "expectation": expected,
-                "verdict": "-"
-                if before is None or after is None
-                else compare_rungs(before, after, claim.metric).show(),
+                "comparison": measured.shown if measured is not None else "-",
+                "verdict": judgement.verdict if judgement is not None else "not measured",
             }
         )
     return rows

@@ -1,4 +1,5 @@
--- The catalog's invalidation outbox (see tenk.catalog.invalidation). Every write to a product, by any
+-- The catalog's invalidation outbox (see tenk.platform.readthrough; these statements are
+-- `catalog.service.PRODUCTS.outbox_sql()`). Every write to a product, by any
 -- path (the API, a seed, psql), records in the same transaction that its cached copies must go; the API
 -- deletes the record only once Redis has confirmed the invalidation, so a full or absent Redis, or a
 -- process dying right after the commit, can delay an invalidation but never lose it.

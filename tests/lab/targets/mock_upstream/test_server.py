@@ -16,9 +16,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from harness.deadlines import deadline_s
+from harness.stack import VENV_BIN
 from tenk.lab.targets.mock_upstream import ADMIN_TOKEN_ENV, MockUpstreamProcess
 from tenk.stack import Spawned, start_http_server
-from tests.support.stack import SERVER_START_S, VENV_BIN
 from tests.support.waiting import eventually, eventually_blocking
 
 
@@ -129,7 +130,9 @@ def test_a_hung_request_is_held_until_the_client_gives_up(mock: MockUpstreamProc
     mock.set_profile(hang_rate=1.0)
     with pytest.raises(httpx.ReadTimeout):
         httpx.get(f"{mock.url}/v1/quotes/HANG", timeout=0.3)
-    eventually_blocking(lambda: mock.stats()["client_gone"] >= 1, 5, "the vendor to see the client go", every=0.05)
+    eventually_blocking(
+        lambda: mock.stats()["client_gone"] >= 1, deadline_s(), "the vendor to see the client go", every=0.05
+    )
     stats = mock.stats()
     assert stats["client_gone"] == 1
     assert stats["in_flight"] == 0
@@ -161,7 +164,7 @@ async def test_a_thousand_parked_requests_are_held_then_all_answered(mock: MockU
         assert not task.done(), "the requests were answered before the vendor held all 1000"
         return int((await asyncio.to_thread(mock.stats))["in_flight"]) == 1000
 
-    await eventually(all_held, 10, "the vendor to hold all 1000 requests", every=0.05)
+    await eventually(all_held, deadline_s(), "the vendor to hold all 1000 requests", every=0.05)
     results = await asyncio.wait_for(task, 20)
     assert {status for status, _ in results} == {200}
     assert mock.stats()["in_flight"] == 0
@@ -223,7 +226,7 @@ def test_admin_calls_answer_only_loopback_clients_of_a_mock_with_a_token(tmp_pat
         "mock-upstream",
         lambda port: [str(VENV_BIN / "tenk"), "mock-upstream", "--host", "0.0.0.0", "--port", str(port)],
         lambda _: tmp_path / "mock.log",
-        timeout=SERVER_START_S,
+        timeout=deadline_s(),
         env={**os.environ, ADMIN_TOKEN_ENV: token},
     )
     try:

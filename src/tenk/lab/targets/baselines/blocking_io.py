@@ -22,7 +22,6 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from tenk.errors import ConflictError, InvalidInputError
 from tenk.ingest.schemas import Accepted, EventIn
 from tenk.lab.targets.baselines import queries
 from tenk.lab.targets.baselines.base import TLS
@@ -40,6 +39,7 @@ from tenk.lab.targets.baselines.schemas import (
     TaskIn,
     TaskPage,
 )
+from tenk.platform import ConflictError, InvalidInputError
 
 Connection = psycopg.Connection[DictRow]
 

@@ -4,7 +4,8 @@
   calls overlap up to 40 at a time. This is what a FastAPI user who writes `def` gets.
 - `async def` endpoints that make the same blocking calls (`naive_blocking`): they run on the event
   loop and hold it for every database round trip, Redis call and vendor wait, so the process serves one
-  request at a time. This is the product-API study's legacy code and the ladder study's 1.68 RPS.
+  request at a time. This is the product-API study's legacy code and the ladder study's v1, whose
+  figure the ladder-study preset's claims quote.
 
 Dependencies follow the endpoints: FastAPI would run a sync generator dependency in its thread pool, so
 the on-loop variant opens its connection in an `async def` dependency, on the loop too.

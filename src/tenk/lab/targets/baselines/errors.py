@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from redis.exceptions import RedisError
 from starlette.responses import Response
 
-from tenk.errors import error_response, install_error_handlers
+from tenk.platform.errors import error_response, install_error_handlers
 
 # Most specific first: a PoolTimeout is also an OperationalError, an httpx timeout also an HTTPError.
 _MAPPED: tuple[tuple[type[Exception], int, str, str, float | None], ...] = (

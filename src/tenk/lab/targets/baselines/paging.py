@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from tenk.errors import InvalidInputError
+from tenk.platform import InvalidInputError
 
 
 def encode_after(last_id: int) -> str:

@@ -15,10 +15,8 @@ from starlette.responses import Response
 
 from tenk.app import create_app
 from tenk.catalog.routes import ProductId
-from tenk.edge import TenkAPI
-from tenk.lane import header
-from tenk.ops.auth import check_authorization_header
-from tenk.reply import as_response
+from tenk.platform import TenkAPI, check_authorization_header, header
+from tenk.platform.reply import as_response
 from tenk.settings import Settings
 
 

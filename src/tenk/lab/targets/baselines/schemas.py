@@ -8,7 +8,7 @@ from fastapi import Path, Query
 from pydantic import BaseModel
 
 from tenk.catalog.schemas import Product, ProductIn
-from tenk.models import PgText
+from tenk.platform import PgText
 from tenk.search.routes import SearchHit, SearchResults
 from tenk.tasks.schemas import Task, TaskIn
 from tenk.upstream.schemas import SYMBOL_PATTERN, Quote

@@ -4,7 +4,7 @@ labelled by the raw path (`/products/7`, `/products/8`, ...), and `GET /metrics`
 With its 10,000 ids that is 10,000 label sets of 14 buckets each, so every scrape of `/metrics` (an
 eighth of its load test's traffic) grows with the ids seen: a cost the study measured without naming
 it. `NAIVE_STUDY_METRICS=1` turns this on for the cache preset; the other presets leave it off.
-tenk labels by route template instead (`tenk.ops.metrics`), which is the fix.
+tenk labels by route template instead (`tenk.platform.metrics`), which is the fix.
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel, Field, ValidationError
 from starlette.responses import Response
 
-from tenk.errors import TenkError, error_response, response_for, validation_fields
 from tenk.lab.targets.baselines import blocking_io as io
 from tenk.lab.targets.baselines.access_log import configure_access_logger, log_request
 from tenk.lab.targets.baselines.config import NaiveConfig
 from tenk.lab.targets.baselines.errors import MAPPED_TYPES, driver_error_response
-from tenk.models import PgText
+from tenk.platform import PgText
+from tenk.platform.errors import TenkError, error_response, response_for, validation_fields
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 Environ = dict[str, Any]

@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 
 from tenk.lab.targets.mock_upstream.profile import ProfileValues
 
-# Log-spaced buckets, 5% wide, from 0.05 ms to about 10 minutes: quantiles are read to within 5%.
+# Log-spaced buckets, 5% wide, from 0.05 ms to past 10 minutes: quantiles are read to within 5%.
 _GROWTH = 1.05
 _FIRST_MS = 0.05
 _BUCKETS = 340

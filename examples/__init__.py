@@ -1,0 +1,1 @@
+"""Apps built on tenk's public API, which the suite runs: each is the code a docs page shows."""

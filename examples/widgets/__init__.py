@@ -1,0 +1,1 @@
+"""Widgets: a cached CRUD domain on tenk, as docs/building-an-api.md builds it."""

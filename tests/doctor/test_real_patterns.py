@@ -1,0 +1,232 @@
+"""The shapes real apps are built from, each reached from an `async def` route with its full chain:
+a module-level repository, classmethods through `cls.`, a `@contextmanager` session, a dependency
+factory, clients on `app.state`, a dict-like wrapper, a base-class return, a function passed as an
+argument, an attribute given a client only when configured, `Path(...) / name`, tempfile, and routes
+registered from a list or in a loop.
+
+The `real_patterns` fixture is one package (`shop`, with folders that have no `__init__.py`), analysed
+as a directory and as `shop.main:app`. Its `api/offloaded.py` makes the same calls handed to a thread or
+in `def` routes: none of them is a blocking-call error."""
+
+from __future__ import annotations
+
+import pytest
+
+from tenk.doctor import Finding, Report, diagnose
+from tests.doctor.expectations import FIXTURES, callee, expected, found
+
+APP = FIXTURES / "real_patterns"
+MODES = ["directory", "module:app"]
+
+
+def _diagnose(mode: str) -> Report:
+    return diagnose(str(APP)) if mode == "directory" else diagnose("shop.main:app", search_path=[str(APP)])
+
+
+@pytest.fixture(scope="module", params=MODES)
+def report(request: pytest.FixtureRequest) -> Report:
+    return _diagnose(request.param)
+
+
+def _blocking(report: Report, file: str, code: str) -> Finding:
+    matches = [f for f in report.findings if f.rule == "blocking-call" and f.path.name == file and code in f.code]
+    assert len(matches) == 1, (file, code, [f.code for f in report.findings if f.path.name == file])
+    return matches[0]
+
+
+def _chain(finding: Finding) -> list[tuple[str, str]]:
+    return [(step.function, step.code) for step in finding.chain]
+
+
+def test_both_modes_report_exactly_the_marked_findings_with_the_same_chains() -> None:
+    def shape(report: Report) -> list[tuple[str, str, int, list[tuple[str, str]]]]:
+        return sorted((f.rule, f.path.name, f.line, _chain(f)) for f in report.findings)
+
+    directory, module = (_diagnose(mode) for mode in MODES)
+    assert shape(directory) == shape(module)
+    assert found(module) == expected("real_patterns")
+
+
+def test_a_method_of_a_module_level_instance_is_followed_to_its_sync_query(report: Report) -> None:
+    query = _blocking(report, "orders.py", "self.session.get(self.model, key)")
+    assert callee(query) == "sqlalchemy.orm.Session().get"
+    assert _chain(query) == [
+        ("read_order", "async def read_order(key: int):"),
+        ("read_order", "return Orders.by_id(key)"),
+    ]
+
+
+def test_the_session_a_contextmanager_yields_is_the_sync_session_and_its_commit_blocks(report: Report) -> None:
+    count = _blocking(report, "orders.py", "session.query(cls.model).count()")
+    assert callee(count) == "sqlalchemy.orm.Session().query"
+    assert _chain(count) == [
+        ("count_orders", "async def count_orders():"),
+        ("count_orders", 'return {"count": OrderRepository.count()}'),
+    ]
+    commit = _blocking(report, "db.py", "session.commit()")
+    assert _chain(commit)[-1] == ("Repository.count", "with session_scope() as session:")
+
+
+def test_a_cls_call_and_a_function_passed_as_an_argument_are_followed_into_the_query(report: Report) -> None:
+    pending = _blocking(report, "orders.py", 'filter(Order.status != "shipped")')
+    assert _chain(pending) == [
+        ("pending_orders", "async def pending_orders():"),
+        ("pending_orders", "return OrderRepository.pending()"),
+        ("OrderRepository.pending", "return cls.run(cls.unfinished)"),
+        ("Repository.run", "return query(session)"),
+    ]
+    shipped = _blocking(report, "orders.py", 'filter_by(status="shipped")')
+    assert _chain(shipped) == [
+        ("shipped_orders", "async def shipped_orders():"),
+        ("shipped_orders", "return in_session(OrderRepository.shipped)"),
+        ("in_session", "return query(session)"),
+    ]
+
+
+def test_the_closure_a_dependency_factory_returns_is_the_dependency(report: Report) -> None:
+    check = _blocking(report, "security.py", "session.query(Account)")
+    assert "dependency `requires_role.check`" in check.message
+    assert _chain(check) == [
+        ("delete_order", "async def delete_order(key: int):"),
+        ("delete_order", '@router.delete("/orders/{key}", dependencies=[Depends(requires_role("admin"))])'),
+        ("requires_role.check", "async def check(authorization: str = Header()) -> Account:"),
+    ]
+
+
+def test_clients_the_lifespan_puts_on_app_state_are_typed_where_routes_read_them(report: Report) -> None:
+    assert callee(_blocking(report, "main.py", "request.app.state.redis.ping()")) == "redis.Redis().ping"
+    latest = _blocking(report, "rates.py", 'self.http.get("/latest")')
+    assert callee(latest) == "httpx.Client().get"
+    assert _chain(latest) == [
+        ("rates", "async def rates(request: Request):"),
+        ("rates", "return request.app.state.rates.latest()"),
+    ]
+
+
+def test_item_access_on_a_dict_like_wrapper_runs_its_sync_redis_dunders(report: Report) -> None:
+    get = _blocking(report, "cache.py", "self.client.get(key)")
+    assert _chain(get)[-1] == ("read_cart", 'return {"cart": carts[token]}')
+    assert _chain(_blocking(report, "cache.py", "self.client.set"))[-1] == (
+        "write_cart",
+        "carts[token] = await request.body()",
+    )
+
+
+def test_each_exporter_behind_a_base_class_return_is_reported_with_its_own_chain(report: Report) -> None:
+    exports = [f for f in report.findings if f.path.name == "exports.py" and f.chain[0].function == "export"]
+    assert {callee(f) for f in exports} == {
+        "zipfile.ZipFile",
+        "zipfile.ZipFile().writestr",
+        "tempfile.mkstemp",
+        "os.fdopen",
+        "tarfile.open",
+        "tarfile.TarFile().add",
+        # `self.client = client`, then `boto3.client("s3")` when none was given.
+        "botocore.client.BaseClient().put_object",
+        # Inherited from a mixin named before the base class.
+        "shutil.move",
+    }
+    for finding in exports:
+        assert _chain(finding) == [
+            ("export", "async def export(kind: str, request: Request):"),
+            ("export", 'return {"name": get_exporter(kind).export("orders", await request.body())}'),
+        ]
+
+
+def test_an_attribute_that_holds_a_sync_client_only_when_configured_is_that_client(report: Report) -> None:
+    send = _blocking(report, "mail.py", "self.transport.send_message(message)")
+    assert callee(send) == "smtplib.SMTP().send_message"
+    assert _chain(send)[-1] == ("send_receipt", 'mailer.send(f"order {key} received")')
+
+
+def test_a_path_joined_with_slash_and_a_temporary_file_are_file_io(report: Report) -> None:
+    page = _blocking(report, "exports.py", ".read_text()")
+    assert callee(page) == "pathlib.Path().read_text"
+    assert _chain(page) == [("page", "async def page(name: str):"), ("page", "return render(name)")]
+    spooled = _blocking(report, "exports.py", "tempfile.NamedTemporaryFile")
+    assert _chain(spooled)[-1] == ("spool_body", 'return {"path": spool(await request.body())}')
+
+
+def test_raw_psycopg2_through_a_cursor_helper_and_a_loop_run_to_completion_are_found(report: Report) -> None:
+    reports = {callee(f): _chain(f)[-1] for f in report.findings if f.path.name == "reports.py"}
+    assert reports == {
+        "psycopg2.pool.AbstractConnectionPool().getconn": ("daily_totals", "with cursor() as cur:"),
+        "psycopg2.connection().commit": ("daily_totals", "with cursor() as cur:"),
+        "psycopg2.cursor().execute": ("daily_report", "return daily_totals()"),
+        "psycopg2.cursor().fetchall": ("daily_report", "return daily_totals()"),
+        "asyncio.AbstractEventLoop().run_until_complete": ("daily_report", "warm_up()"),
+    }
+
+
+def test_routes_registered_from_a_list_or_in_a_loop_are_routes(report: Report) -> None:
+    for code, route in [
+        ('app.state.redis.incr("pings")', "ping"),
+        ("request.app.state.redis.flushdb()", "flush"),
+        ('request.app.state.redis.get("visits")', "visits"),
+        ('request.app.state.redis.delete("visits")', "reset"),
+    ]:
+        assert f"route `{route}`" in _blocking(report, "main.py", code).message
+
+
+def test_the_same_calls_handed_to_a_thread_or_in_a_def_route_are_no_blocking_call(report: Report) -> None:
+    from_offloaded = [f for f in report.findings if f.chain and f.chain[0].path.name == "offloaded.py"]
+    assert [f.rule for f in from_offloaded] == ["sync-route"]
+    # The `def` routes' sync clients are the app-wide note, not an error.
+    assert "pending_orders_in_a_thread" in from_offloaded[0].chain[0].code
+
+
+def test_the_package_folder_named_as_the_directory_reaches_its_folders_without_init_files() -> None:
+    # `shop/repositories/` has no `__init__.py`: inside the package `shop` it is `shop.repositories`.
+    package = diagnose(str(APP / "shop"))
+    assert package.unread == ()
+    assert found(package) == expected("real_patterns")
+
+
+def test_an_app_assigned_in_both_branches_of_a_module_level_if_is_the_module_app() -> None:
+    # `if DEBUG: app = FastAPI(debug=True) else: app = FastAPI(docs_url=None)`: the entry point exists.
+    report = diagnose("shop.main:app", search_path=[str(APP)])
+    assert "route `health`" in _blocking(report, "main.py", "request.app.state.redis.ping()").message
+
+
+def test_a_backend_module_picked_by_a_setting_string_is_followed_from_its_interface(report: Report) -> None:
+    # Nothing imports `shop.storage.disk`; module mode knows its class as a subclass of `Storage` because
+    # it loads the other modules of the folders it imports.
+    write = _blocking(report, "disk.py", 'with open(ROOT / key, "wb") as blob:')
+    assert callee(write) == "builtins.open"
+    assert _chain(write) == [
+        ("put_blob", "async def put_blob(key: str, body: bytes):"),
+        ("put_blob", "await get_storage().save(key, body)"),
+    ]
+
+
+def test_a_router_named_only_by_a_string_in_a_feature_table_is_examined(report: Report) -> None:
+    purge = _blocking(report, "admin.py", 'shutil.rmtree("/var/lib/shop/exports")')
+    assert "route `purge_exports`" in purge.message
+    assert _chain(purge) == [("purge_exports", "async def purge_exports():")]
+
+
+def test_an_aiohttp_session_whose_every_request_passes_a_timeout_is_no_no_timeout(report: Report) -> None:
+    timeouts = [f for f in report.findings if f.rule == "no-timeout" and f.path.name == "geo.py"]
+    # Only the session one of whose requests passes none: its constructor's default applies there.
+    assert [(f.line, f.code.partition("  #")[0]) for f in timeouts] == [
+        (21, "async with aiohttp.ClientSession() as session:")
+    ]
+
+
+def test_routes_from_a_sum_of_imported_path_endpoint_lists_include_a_class_endpoints_methods(
+    report: Report,
+) -> None:
+    for code, route in [
+        ('request.app.state.redis.hgetall("stock")', "Stock.get"),
+        ('request.app.state.redis.delete("stock")', "Stock.delete"),
+        ('(TEMPLATES / "about.html").read_text()', "about"),
+    ]:
+        assert f"route `{route}`" in _blocking(report, "pages.py", code).message
+
+
+def test_a_base_http_middleware_no_module_names_again_is_not_reported(report: Report) -> None:
+    # `Legacy` is defined and never added: neither it nor the file write in its dispatch is a finding.
+    in_middleware = [(f.rule, f.code) for f in report.findings if f.path.name == "middleware.py"]
+    assert in_middleware == [
+        ("base-http-middleware", "class Timing(BaseHTTPMiddleware):  # expect: base-http-middleware")
+    ]
