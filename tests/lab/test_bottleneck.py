@@ -16,7 +16,7 @@ import pytest
 from harness.stack import Stack
 from tenk.lab.cpus import pin_tree
 from tenk.lab.definition.ladder import load_ladder
-from tenk.lab.documents import CapacityResult, LoadFigures, ProbeFigures, ServerSample, Step, Verdict
+from tenk.lab.documents import CapacityResult, EndpointFigures, LoadFigures, ProbeFigures, ServerSample, Step, Verdict
 from tenk.lab.measuring.bottleneck import BUDGET_BOUND, NEIGHBOUR_SHARE, SATURATED, attribute
 from tenk.lab.measuring.options import RunOptions
 from tenk.lab.results.record import run_ladder
@@ -206,6 +206,35 @@ def test_a_target_idle_and_slow_while_its_dependencies_answer_promptly_is_its_ow
         assert "dependency probes: mock-upstream median 0.4 ms" in bottleneck.detail, "the probes are shown"
 
 
+def held(mean_ms: float, util: float = 0.1) -> LoadFigures:
+    """A step where k6 dropped 168 arrivals, its one endpoint answering in `mean_ms` on average, with VUs
+    started for answers of 1,010 ms (202 VUs at 200 req/s: the blocking target of the study's v1)."""
+    endpoint = EndpointFigures(
+        requests=600, share=1, expected_share=1, p50_ms=mean_ms, p99_ms=mean_ms * 3, error_rate=0,
+        mean_ms=mean_ms, vu_pool_ms=1010,
+    )  # fmt: skip
+    return figures(util=util, dropped=168).model_copy(update={"endpoints": {"quote": endpoint}})
+
+
+@pytest.mark.parametrize(
+    ("fig", "rtt", "kind"),
+    [
+        (held(2400), probed(0.5), "target"),  # every VU waited on the target, its dependencies prompt
+        (held(2400), probed(40.0), "undetermined"),  # ... or on dependencies that queued: not the target's own
+        (held(600), probed(0.5), "generator"),  # the VUs it started could hold these answers: k6 fell behind
+        (held(2400, util=0.9), probed(0.5), "generator"),  # k6 out of CPU: its own drops, whatever the answers
+    ],
+)
+def test_arrivals_dropped_because_slow_answers_outgrew_the_vus_are_not_the_generators(
+    fig: LoadFigures, rtt: dict[str, ProbeFigures], kind: str
+) -> None:
+    sample = server(0.26, {"0": 0.26, "1": 0.4}, {"k6": 0.1, "postgres": 0.1})
+    bottleneck = attribute(fig, sample.model_copy(update={"dependency_rtt": rtt}), 1.0, slo_ms=100)
+    assert bottleneck.kind == kind, bottleneck
+    if kind == "target":
+        assert "dropped 168 arrivals, its VUs outgrown by slow answers" in bottleneck.detail
+
+
 def test_a_blocking_target_on_a_prompt_vendor_is_limited_by_its_own_waiting(stack: Stack, tmp_path: Path) -> None:
     # The study's v1: async def handlers calling the vendor with a blocking client hold the event loop for
     # each call, so one worker serves one request at a time: with 10 ms a call, at most about 100 req/s,
@@ -240,7 +269,7 @@ label = "blocking"
     # On a busy machine a neighbour may hold the target's core, or a dependency's: then it says so instead.
     neighbours = rung["server"]["neighbour_cores_mean"]
     if neighbours < 0.1 and max(rung["server"]["core_busy_mean"].values()) < 0.9:
-        assert bottleneck["kind"] == "target", bottleneck
+        assert bottleneck["kind"] == "target", (bottleneck, rung["figures"]["endpoints"])
         assert bottleneck["detail"].startswith("its own waiting"), bottleneck
         assert rung["verdict"]["ceiling"] == f"target on CPU {TARGET_CPU}"
 

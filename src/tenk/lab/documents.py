@@ -58,6 +58,16 @@ class EndpointFigures(Document):
     p50_ms: float
     p99_ms: float
     error_rate: float
+    mean_ms: float = 0.0
+    # The mean latency at which this endpoint's requests in flight (its rate times its mean latency, by
+    # Little's law) fill the VUs k6 started with: the endpoint's pre-allocated VUs over its rate. Slower,
+    # k6 had to start VUs mid-run and dropped arrivals while it did, the answers' slowness and not k6's
+    # (tenk.lab.measuring.bottleneck). 0: not known.
+    vu_pool_ms: float = 0.0
+
+    @property
+    def outgrew_its_vus(self) -> bool:
+        return 0 < self.vu_pool_ms <= self.mean_ms
 
 
 class Second(Document):

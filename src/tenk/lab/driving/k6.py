@@ -187,7 +187,7 @@ def run_k6(
     if not summary_path.exists():
         raise LabError(f"k6 exited with {code} and wrote no summary; see {load.log}")
     summary = K6Summary.from_json(summary_path.read_text(), summary_path)
-    figures = figures_from_summary(summary, mix, rate, duration_s)
+    figures = figures_from_summary(summary, mix, rate, duration_s, load.slo_ms)
     figures.segment = segment
     figures.unanswered = unanswered(figures, mix, rate, duration_s, segment)
     charge(figures, cost)
@@ -227,8 +227,13 @@ def unanswered(figures: LoadFigures, mix: Mix, rate: float, duration_s: float, s
     return max(0, math.floor(scheduled) - len(mix.endpoints) - figures.requests - figures.dropped)
 
 
-def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: float) -> LoadFigures:
-    """The figures we report, from k6's summary."""
+def figures_from_summary(
+    summary: K6Summary, mix: Mix, rate: float, duration_s: float, slo_ms: float | None = None
+) -> LoadFigures:
+    """The figures we report, from k6's summary. With `slo_ms`, the one the script was written for, each
+    endpoint's figures say how slow its answers fill the VUs k6 starts with (`EndpointFigures.vu_pool_ms`)."""
+    scenarios = plan(mix, rate, slo_ms) if slo_ms is not None else []
+    pools = {scenario.endpoint: scenario.pre_allocated_vus / scenario.rate * 1000 for scenario in scenarios}
     reqs = summary.values("http_reqs")
     duration = summary.values("http_req_duration")
     failed = summary.values("http_req_failed")
@@ -245,6 +250,8 @@ def figures_from_summary(summary: K6Summary, mix: Mix, rate: float, duration_s: 
             p50_ms=round(latency.get("p(50)", 0.0), 3),
             p99_ms=round(latency.get("p(99)", 0.0), 3),
             error_rate=round(endpoint_failed.get("rate", 0.0), 6),
+            mean_ms=round(latency.get("avg", 0.0), 3),
+            vu_pool_ms=round(pools.get(endpoint.name, 0.0), 3),
         )
     run_ms = summary.state.run_ms if summary.state.run_ms is not None else duration_s * 1000
     reasons = {

@@ -10,7 +10,9 @@ sum.
 A step whose generator dropped arrivals (its VU pool or its CPU ran out) is never the target's, whatever
 its throttling says, unless the target was saturated and the generator had headroom: the load it measured
 was not the load asked for. It is the generator's, unless a saturated core or crowding neighbours name
-another party.
+another party, or the generator had headroom and an endpoint's answers were slow enough, on average, to
+need more VUs than k6 had started: then k6 dropped arrivals while it started more, the answers' doing, and
+the step is named as one without drops.
 Otherwise the rate where the SLO broke says something about the machine, not the
 server: Postgres and k6 sharing a saturated core, a generator out of CPU, a neighbour on the
 target's core. Such a rung is reported as "≥ X req/s, limited by postgres on CPU 1", and a
@@ -75,9 +77,13 @@ def attribute(
     unbudgeted = not server.throttling.get("periods")
     full = bool(cpus) and unbudgeted and neighbours <= NEIGHBOUR_SHARE and target_busy + neighbours >= SATURATED
     # Arrivals the generator dropped leave the step the target's only if the target was saturated beside a
-    # generator with headroom (`_dropped`): throttling, or waiting on itself, is no such evidence.
+    # generator with headroom (`_dropped`): throttling, or waiting on itself, is no such evidence. Or if
+    # k6 had CPU to spare and an endpoint's answers were slow enough to need more VUs than k6 started with
+    # (requests in flight are rate x mean latency): then the drops are the answers' slowness, as k6 drops
+    # arrivals while it starts VUs mid-run, and the step is named as if nothing had been dropped.
     headroom = figures.generator_util <= GENERATOR_BOUND_UTIL
-    own = figures.dropped == 0 or ((target_busy >= SATURATED or full) and headroom)
+    held = headroom and figures.dropped > 0 and any(e.outgrew_its_vus for e in figures.endpoints.values())
+    own = figures.dropped == 0 or held or ((target_busy >= SATURATED or full) and headroom)
     if own and target_busy >= SATURATED:
         detail = f"target {target_busy:.0%} busy on its {target_cores:g} core(s)" + _nodes(server)
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
@@ -128,6 +134,8 @@ def attribute(
         )
         if figures.errors:
             detail += f"; {figures.errors} errors"
+        if held:
+            detail += f"; {figures.engine} dropped {figures.dropped} arrivals, its VUs outgrown by slow answers"
         return Bottleneck(kind=TARGET, name=TARGET, cpus=cpus, detail=detail)
     return undetermined(server, target_busy)
 

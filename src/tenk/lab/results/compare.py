@@ -222,6 +222,8 @@ def _merge_figures(figures: list[LoadFigures]) -> LoadFigures:
             p50_ms=round(sum(p.p50_ms * p.requests for p in pieces) / count, 3) if count else 0.0,
             p99_ms=round(sum(p.p99_ms * p.requests for p in pieces) / count, 3) if count else 0.0,
             error_rate=round(sum(p.error_rate * p.requests for p in pieces) / count, 6) if count else 0.0,
+            mean_ms=round(sum(p.mean_ms * p.requests for p in pieces) / count, 3) if count else 0.0,
+            vu_pool_ms=first.vu_pool_ms,
         )
     generator_reasons = [r for f in figures for r in f.generator_reasons]
     settings = [f.generator_settings for f in figures]
