@@ -230,3 +230,22 @@ def test_a_base_http_middleware_no_module_names_again_is_not_reported(report: Re
     assert in_middleware == [
         ("base-http-middleware", "class Timing(BaseHTTPMiddleware):  # expect: base-http-middleware")
     ]
+
+
+def test_a_branch_the_call_sites_literal_arguments_or_defaults_rule_out_is_not_followed(report: Report) -> None:
+    prompt = _blocking(report, "prompts.py", 'with open(f"/srv/prompts/{key}.txt") as file:')
+    # `prompt_text("summary")` returns from the built-in table first: only the route passing any key opens.
+    assert _chain(prompt)[:2] == [
+        ("any_prompt", "async def any_prompt(key: str):"),
+        ("any_prompt", 'return {"text": prompt_text(key)}'),
+    ]
+    assert not any(f.chain and f.chain[0].function == "summary_prompt" for f in report.findings)
+    rmtree = _blocking(report, "prompts.py", "shutil.rmtree(path)")
+    # `rebuild("/srv/venv")` keeps `force=False`; only the route passing `force=True` deletes.
+    assert _chain(rmtree)[0] == ("force_venv", "async def force_venv():")
+    # `pip` is None at both call sites, by default and by literal: the install never runs.
+    assert not [f for f in report.findings if "subprocess.run" in f.code and f.path.name == "prompts.py"]
+    fresh = _blocking(report, "prompts.py", 'with open(f"/srv/templates/{name}") as file:')
+    # `template(name)` and `template(name, True)` keep the cache; the chain is the call that passes False.
+    assert _chain(fresh)[-1][0] == "read_template"
+    assert "cached=False" in _chain(fresh)[-1][1]

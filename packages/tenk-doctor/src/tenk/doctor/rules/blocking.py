@@ -25,8 +25,8 @@ def check(context: Context) -> Iterator[Finding]:
         if not graph.runs_on_loop(root):
             # A `def` route or dependency runs in the thread pool: the app-wide note of rules/sync_routes.
             continue
-        for function, chain in graph.walk(root, context.depth):
-            for site in graph.calls(function):
+        for function, chain, sites in graph.reach(root, context.depth):
+            for site in sites:
                 if not isinstance(site.callee, str) or site.awaited:
                     continue
                 family = blocking_family(site.callee)
