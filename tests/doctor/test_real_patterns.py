@@ -249,3 +249,24 @@ def test_a_branch_the_call_sites_literal_arguments_or_defaults_rule_out_is_not_f
     # `template(name)` and `template(name, True)` keep the cache; the chain is the call that passes False.
     assert _chain(fresh)[-1][0] == "read_template"
     assert "cached=False" in _chain(fresh)[-1][1]
+
+
+def test_work_a_guard_or_a_cache_does_once_per_process_is_a_note_and_a_guard_that_keeps_nothing_is_not(
+    report: Report,
+) -> None:
+    notes = [f for f in report.findings if f.rule == "blocking-call" and f.severity == "note"]
+    # The app's blocking-call notes are one, with every place listed.
+    assert len(notes) == 1
+    places = {(notes[0].path.name, notes[0].code.split("  #")[0])}
+    places.update((p.path.name, p.code.split("  #")[0]) for p in notes[0].related)
+    # `if self._weights is None:` then assigns it; `global _CONFIG` kept after an early return; lru_cache.
+    assert {
+        ("loaders.py", 'with open("/srv/model.bin", "rb") as file:'),
+        ("loaders.py", '_CONFIG = json.loads(Path("/srv/config.json").read_text())'),
+        ("loaders.py", 'return Path("/srv/schema.json").read_text()'),
+    } <= places
+    assert "once per process" in notes[0].message
+    # The labels guard returns what it read without keeping it: every request opens the file.
+    labels = _blocking(report, "loaders.py", 'with open("/srv/labels.txt") as file:')
+    assert labels.severity is None
+    assert _chain(labels)[-1] == ("classify", _chain(labels)[-1][1])

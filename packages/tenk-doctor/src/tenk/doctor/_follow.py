@@ -36,6 +36,18 @@ class CallSite:
     awaited: bool = False
 
 
+@dataclass(frozen=True)
+class Reached:
+    """An own function a walk reaches: the shortest chain to it, the calls it makes on that path, and
+    whether that path runs once per process (through a cached function, or under a guard such as
+    `if self._client is None:` that assigns what it tests)."""
+
+    function: Function
+    chain: tuple[Step, ...]
+    sites: list[CallSite]
+    once: bool = False
+
+
 def called_name(call: ast.Call) -> str:
     """The last name of what is called: `to_thread` for `asyncio.to_thread(...)`."""
     func = call.func
@@ -126,6 +138,7 @@ class Graph:
         self.project = project
         self._calls: dict[int, list[CallSite]] = {}
         self._parameter_calls: dict[int, dict[str, list[ast.Call]]] = {}
+        self._once: dict[int, set[int]] = {}
 
     def scope(self, function: Function) -> Scope:
         return scope_of(self.project, function.module, function)
@@ -181,10 +194,10 @@ class Graph:
     ) -> Iterator[tuple[Function, tuple[Step, ...]]]:
         """Every own function `root` reaches within `depth` calls, once each, with the shortest chain to it."""
         yielded: set[int] = set()
-        for function, chain, _ in self.reach(root, depth, into_async=into_async, follow=follow):
-            if id(function) not in yielded:
-                yielded.add(id(function))
-                yield function, chain
+        for reached in self.reach(root, depth, into_async=into_async, follow=follow):
+            if id(reached.function) not in yielded:
+                yielded.add(id(reached.function))
+                yield reached.function, reached.chain
 
     def reach(
         self,
@@ -193,7 +206,8 @@ class Graph:
         *,
         into_async: bool = True,
         follow: Callable[[Function, CallSite], bool] | None = None,
-    ) -> Iterator[tuple[Function, tuple[Step, ...], list[CallSite]]]:
+        into_cached: bool = False,
+    ) -> Iterator[Reached]:
         """Every own function `root` reaches within `depth` calls, with the shortest chain to it and the
         calls it makes on that path.
 
@@ -203,43 +217,83 @@ class Graph:
         A call that fixes a parameter (a literal argument, or the default of one not passed) rules out
         the branches that parameter's test excludes: `def f(x, sync=False): if sync: ...` called as `f(x)`
         never runs the `if` body, so its calls are not made on that path. A function reached again with
-        other fixed parameters is walked again, and yields only the calls no earlier path made."""
+        other fixed parameters is walked again, and yields only the calls no earlier path made.
+
+        Cached functions are not entered unless `into_cached`: then they are, on a path marked `once`,
+        as is every call made under a once-per-process guard (`once_guarded`)."""
         start = (step(root, root.node),)
-        seen: set[tuple[int, Fixed]] = {(id(root), ())}
-        given: dict[int, set[int]] = {}
-        queue: deque[tuple[Function, tuple[Step, ...], int, Fixed]] = deque([(root, start, 0, ())])
+        seen: set[tuple[int, Fixed, bool]] = {(id(root), (), False)}
+        given: dict[tuple[int, bool], set[int]] = {}
+        queue: deque[tuple[Function, tuple[Step, ...], int, Fixed, bool]] = deque([(root, start, 0, (), False)])
         for layer in self.scope(root).wrappers(root):
-            if (id(layer.wrapper), ()) not in seen and (into_async or not layer.wrapper.is_async):
-                seen.add((id(layer.wrapper), ()))
-                queue.append((layer.wrapper, (*start, step(root, layer.decorator)), 1, ()))
+            if (id(layer.wrapper), (), False) not in seen and (into_async or not layer.wrapper.is_async):
+                seen.add((id(layer.wrapper), (), False))
+                queue.append((layer.wrapper, (*start, step(root, layer.decorator)), 1, (), False))
+
+        def skipped(callee: Function) -> bool:
+            return (is_cached(callee) and not into_cached) or (callee.is_async and not into_async)
+
         while queue:
-            function, chain, level, fixed = queue.popleft()
+            function, chain, level, fixed, once = queue.popleft()
             dead = self.ruled_out(function, fixed)
             live = [site for site in self.calls(function) if id(site.node) not in dead]
-            made = given.setdefault(id(function), set())
+            made = given.setdefault((id(function), once), set())
             new = [site for site in live if id(site) not in made]
             made.update(id(site) for site in new)
-            yield function, chain, new
+            yield Reached(function, chain, new, once)
             if level >= depth:
                 continue
+            guarded = self.once_guarded(function) if into_cached else set()
             for site in live:
                 if follow is not None and not follow(function, site):
                     continue
                 for callee, via in self.callees(site.callee):
                     passed = self.fixed(site, callee) if not via and site.callee is callee else ()
-                    if (id(callee), passed) in seen or is_cached(callee) or (callee.is_async and not into_async):
+                    then = once or id(site.node) in guarded or is_cached(callee)
+                    if (id(callee), passed, then) in seen or skipped(callee):
                         continue
-                    seen.add((id(callee), passed))
+                    seen.add((id(callee), passed, then))
                     reached = (*chain, step(function, site.node), *via)
-                    queue.append((callee, reached, level + 1, passed))
+                    queue.append((callee, reached, level + 1, passed, then))
                     if level + 1 >= depth or not isinstance(site.node, ast.Call):
                         continue
                     # `in_session(Orders.shipped)`: what the callee calls through its parameter.
                     for handed, inner, call in self.handed(function, site.node, callee):
-                        if (id(handed), ()) in seen or is_cached(handed) or (handed.is_async and not into_async):
+                        handed_once = then or is_cached(handed)
+                        if (id(handed), (), handed_once) in seen or skipped(handed):
                             continue
-                        seen.add((id(handed), ()))
-                        queue.append((handed, (*reached, step(callee, call), *inner), level + 2, ()))
+                        seen.add((id(handed), (), handed_once))
+                        queue.append((handed, (*reached, step(callee, call), *inner), level + 2, (), handed_once))
+
+    def once_guarded(self, function: Function) -> set[int]:
+        """The nodes of `function` that run once per process: under `if X is None:` (or `if not X:`)
+        whose body assigns X, or after `if X is not None: return X` where what follows assigns X; X an
+        attribute (`self._client`, `app.state.model`) or a name the function declares `global`."""
+        key = id(function)
+        if key not in self._once:
+            kept = {n for node in function.nodes if isinstance(node, ast.Global) for n in node.names}
+            found: set[int] = set()
+            stack: list[list[ast.stmt]] = [function.node.body]
+            while stack:
+                body = stack.pop()
+                for index, stmt in enumerate(body):
+                    if isinstance(stmt, ast.If):
+                        target, unset = _tested(stmt.test, kept)
+                        if target is not None and unset and _assigns(stmt.body, target):
+                            found.update(id(n) for part in stmt.body for n in ast.walk(part))
+                            continue
+                        rest = body[index + 1 :]
+                        if target is not None and not unset and _returns(stmt.body) and _assigns(rest, target):
+                            found.update(id(n) for part in rest for n in ast.walk(part))
+                            break
+                    for part in ("body", "orelse", "finalbody"):
+                        inner = getattr(stmt, part, None)
+                        if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                            stack.append(inner)
+                    if isinstance(stmt, ast.Try | ast.TryStar):
+                        stack.extend(handler.body for handler in stmt.handlers)
+            self._once[key] = found
+        return self._once[key]
 
     def fixed(self, site: CallSite, callee: Function) -> Fixed:
         """The parameters of `callee` whose value the call fixes: a literal argument (`sync=False`), or
@@ -448,3 +502,41 @@ def _member(value: object, container: ast.expr, values: dict[str, object], scope
     if any(isinstance(key, ast.Constant) and key.value == value for key in keys):
         return True
     return False if all(isinstance(key, ast.Constant) for key in keys) else None
+
+
+def _tested(test: ast.expr, kept: set[str]) -> tuple[str | None, bool]:
+    """What a test checks is set, as text (`self._client`), and whether it holds when that is unset:
+    `X is None` and `not X` do, `X is not None` and `X` do not."""
+    unset = True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_none_constant(test.comparators[0]):
+        if isinstance(test.ops[0], ast.Is | ast.Eq):
+            test = test.left
+        elif isinstance(test.ops[0], ast.IsNot | ast.NotEq):
+            test, unset = test.left, False
+        else:
+            return None, False
+    else:
+        unset = False
+    if isinstance(test, ast.Attribute) or (isinstance(test, ast.Name) and test.id in kept):
+        return ast.unparse(test), unset
+    return None, False
+
+
+def _is_none_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _assigns(body: list[ast.stmt], target: str) -> bool:
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign) and any(ast.unparse(t) == target for t in node.targets):
+                return True
+            if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and ast.unparse(node.target) == target:
+                return True
+    return False
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return)
