@@ -270,3 +270,26 @@ def test_work_a_guard_or_a_cache_does_once_per_process_is_a_note_and_a_guard_tha
     labels = _blocking(report, "loaders.py", 'with open("/srv/labels.txt") as file:')
     assert labels.severity is None
     assert _chain(labels)[-1] == ("classify", _chain(labels)[-1][1])
+
+
+@pytest.mark.parametrize(
+    ("file", "code", "resolved"),
+    [
+        ("jobs.py", "QUEUE.enqueue(rebuild_index, dataset)", "rq.Queue().enqueue"),
+        ("jobs.py", "Job.fetch(key, connection=REDIS)", "rq.job.Job.fetch"),
+        ("jobs.py", "return found.get_status()", "rq.job.Job().get_status"),
+        ("jobs.py", "queued = rebuild_index.delay(name)", "rq.decorators.job().delay"),
+        ("jobs.py", "return self.backend.user_data(token)", "social_core.backends.base.BaseAuth().user_data"),
+        ("jobs.py", 'with FileLock(f"{path}.lock"):', "filelock.FileLock().__enter__"),
+        ("jobs.py", "fcntl.flock(file.fileno(), fcntl.LOCK_EX)", "fcntl.flock"),
+        ("jobs.py", "fcntl.lockf(file.fileno(), fcntl.LOCK_UN)", "fcntl.lockf"),
+        ("jobs.py", "venv.create(path, with_pip=True)", "venv.create"),
+    ],
+)
+def test_rq_social_core_file_locks_and_venv_creation_block_when_an_async_route_reaches_them(
+    report: Report, file: str, code: str, resolved: str
+) -> None:
+    found_ = [f for f in report.findings if f.rule == "blocking-call" and code in f.code]
+    assert len(found_) == 1, (code, [f.code for f in report.findings if f.path.name == file])
+    assert callee(found_[0]) == resolved
+    assert found_[0].severity is None

@@ -252,9 +252,22 @@ class Scope:
                 return self.method(base, expr.attr)
             if isinstance(base, str):
                 return canonical(f"{base}.{expr.attr}")
+            if isinstance(base, Function):
+                return self._decorated_attribute(base, expr.attr, depth + 1)
             return None
         if isinstance(expr, ast.Call):
             return self._call_value(expr, depth + 1)
+        return None
+
+    def _decorated_attribute(self, function: Function, attr: str, depth: int) -> str | None:
+        """`send_mail.delay(...)` of a function a library's decorator wraps (`@job(queue)`): the attribute of
+        what that decorator returns (`rq.decorators.job().delay`), where the library table knows it."""
+        scope = self.at(function.module)
+        for decorator in function.node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            name = scope.resolve(target, depth + 1)
+            if isinstance(name, str) and "(" not in name and name in BLOCKING_METHODS:
+                return f"{name}().{attr}"
         return None
 
     def _resolve_name(self, name: str, depth: int, line: int | None = None) -> Resolved | None:
