@@ -280,6 +280,7 @@ def test_work_a_guard_or_a_cache_does_once_per_process_is_a_note_and_a_guard_tha
         ("jobs.py", "return found.get_status()", "rq.job.Job().get_status"),
         ("jobs.py", "queued = rebuild_index.delay(name)", "rq.decorators.job().delay"),
         ("jobs.py", "return self.backend.user_data(token)", "social_core.backends.base.BaseAuth().user_data"),
+        ("jobs.py", "return self._backend.user_data(token)", "social_core.backends.base.BaseAuth().user_data"),
         ("jobs.py", 'with FileLock(f"{path}.lock"):', "filelock.FileLock().__enter__"),
         ("jobs.py", "fcntl.flock(file.fileno(), fcntl.LOCK_EX)", "fcntl.flock"),
         ("jobs.py", "fcntl.lockf(file.fileno(), fcntl.LOCK_UN)", "fcntl.lockf"),
@@ -293,3 +294,9 @@ def test_rq_social_core_file_locks_and_venv_creation_block_when_an_async_route_r
     assert len(found_) == 1, (code, [f.code for f in report.findings if f.path.name == file])
     assert callee(found_[0]) == resolved
     assert found_[0].severity is None
+
+
+def test_an_instance_made_from_a_parameter_annotated_type_of_a_class_is_that_class(report: Report) -> None:
+    profile = _blocking(report, "jobs.py", "return self._backend.user_data(token)")
+    assert callee(profile) == "social_core.backends.base.BaseAuth().user_data"
+    assert _chain(profile)[-1] == ("rebuild", 'made.profile("t")')
