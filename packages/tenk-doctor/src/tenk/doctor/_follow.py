@@ -139,6 +139,8 @@ class Graph:
         self._calls: dict[int, list[CallSite]] = {}
         self._parameter_calls: dict[int, dict[str, list[ast.Call]]] = {}
         self._once: dict[int, set[int]] = {}
+        # By function: the parameter names its `if` tests read and its body never rebinds.
+        self._deciding: dict[int, set[str]] = {}
 
     def scope(self, function: Function) -> Scope:
         return scope_of(self.project, function.module, function)
@@ -314,13 +316,19 @@ class Graph:
             return ()
         passed: dict[str, ast.expr] = {**defaults, **dict(zip(positional, call.args, strict=False))}
         passed.update((kw.arg, kw.value) for kw in call.keywords if kw.arg is not None)
-        reassigned = _assigned(callee.node.body)
         values = {
             name: expr.value
             for name, expr in passed.items()
-            if isinstance(expr, ast.Constant) and name not in reassigned and _hashable(expr.value)
+            if isinstance(expr, ast.Constant) and _hashable(expr.value)
         }
-        return tuple(sorted(values.items(), key=lambda item: item[0]))
+        if not values:
+            return ()
+        key = id(callee)
+        if key not in self._deciding:
+            self._deciding[key] = _read_by_tests(callee.node.body) - _assigned(callee.node.body)
+        # Only parameters an `if` tests can rule a branch out: the others would walk the callee again for nothing.
+        deciding = self._deciding[key]
+        return tuple(sorted(((n, v) for n, v in values.items() if n in deciding), key=lambda item: item[0]))
 
     def ruled_out(self, function: Function, fixed: Fixed) -> set[int]:
         """The nodes of `function` that the fixed parameters rule out: the branch of an `if` whose test
@@ -434,6 +442,17 @@ def _through(layers: tuple[Layer, ...], function: Function) -> list[tuple[Functi
         via = (*via, step(layer.wrapper, layer.call))
     found.append((function, via))
     return found
+
+
+def _read_by_tests(body: list[ast.stmt]) -> set[str]:
+    return {
+        name.id
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.If)
+        for name in ast.walk(node.test)
+        if isinstance(name, ast.Name)
+    }
 
 
 def _assigned(body: list[ast.stmt]) -> set[str]:
