@@ -230,3 +230,73 @@ def test_a_base_http_middleware_no_module_names_again_is_not_reported(report: Re
     assert in_middleware == [
         ("base-http-middleware", "class Timing(BaseHTTPMiddleware):  # expect: base-http-middleware")
     ]
+
+
+def test_a_branch_the_call_sites_literal_arguments_or_defaults_rule_out_is_not_followed(report: Report) -> None:
+    prompt = _blocking(report, "prompts.py", 'with open(f"/srv/prompts/{key}.txt") as file:')
+    # `prompt_text("summary")` returns from the built-in table first: only the route passing any key opens.
+    assert _chain(prompt)[:2] == [
+        ("any_prompt", "async def any_prompt(key: str):"),
+        ("any_prompt", 'return {"text": prompt_text(key)}'),
+    ]
+    assert not any(f.chain and f.chain[0].function == "summary_prompt" for f in report.findings)
+    rmtree = _blocking(report, "prompts.py", "shutil.rmtree(path)")
+    # `rebuild("/srv/venv")` keeps `force=False`; only the route passing `force=True` deletes.
+    assert _chain(rmtree)[0] == ("force_venv", "async def force_venv():")
+    # `pip` is None at both call sites, by default and by literal: the install never runs.
+    assert not [f for f in report.findings if "subprocess.run" in f.code and f.path.name == "prompts.py"]
+    fresh = _blocking(report, "prompts.py", 'with open(f"/srv/templates/{name}") as file:')
+    # `template(name)` and `template(name, True)` keep the cache; the chain is the call that passes False.
+    assert _chain(fresh)[-1][0] == "read_template"
+    assert "cached=False" in _chain(fresh)[-1][1]
+
+
+def test_work_a_guard_or_a_cache_does_once_per_process_is_a_note_and_a_guard_that_keeps_nothing_is_not(
+    report: Report,
+) -> None:
+    notes = [f for f in report.findings if f.rule == "blocking-call" and f.severity == "note"]
+    # The app's blocking-call notes are one, with every place listed.
+    assert len(notes) == 1
+    places = {(notes[0].path.name, notes[0].code.split("  #")[0])}
+    places.update((p.path.name, p.code.split("  #")[0]) for p in notes[0].related)
+    # `if self._weights is None:` then assigns it; `global _CONFIG` kept after an early return; lru_cache.
+    assert {
+        ("loaders.py", 'with open("/srv/model.bin", "rb") as file:'),
+        ("loaders.py", '_CONFIG = json.loads(Path("/srv/config.json").read_text())'),
+        ("loaders.py", 'return Path("/srv/schema.json").read_text()'),
+    } <= places
+    assert "once per process" in notes[0].message
+    # The labels guard returns what it read without keeping it: every request opens the file.
+    labels = _blocking(report, "loaders.py", 'with open("/srv/labels.txt") as file:')
+    assert labels.severity is None
+    assert _chain(labels)[-1] == ("classify", _chain(labels)[-1][1])
+
+
+@pytest.mark.parametrize(
+    ("file", "code", "resolved"),
+    [
+        ("jobs.py", "QUEUE.enqueue(rebuild_index, dataset)", "rq.Queue().enqueue"),
+        ("jobs.py", "Job.fetch(key, connection=REDIS)", "rq.job.Job.fetch"),
+        ("jobs.py", "return found.get_status()", "rq.job.Job().get_status"),
+        ("jobs.py", "queued = rebuild_index.delay(name)", "rq.decorators.job().delay"),
+        ("jobs.py", "return self.backend.user_data(token)", "social_core.backends.base.BaseAuth().user_data"),
+        ("jobs.py", "return self._backend.user_data(token)", "social_core.backends.base.BaseAuth().user_data"),
+        ("jobs.py", 'with FileLock(f"{path}.lock"):', "filelock.FileLock().__enter__"),
+        ("jobs.py", "fcntl.flock(file.fileno(), fcntl.LOCK_EX)", "fcntl.flock"),
+        ("jobs.py", "fcntl.lockf(file.fileno(), fcntl.LOCK_UN)", "fcntl.lockf"),
+        ("jobs.py", "venv.create(path, with_pip=True)", "venv.create"),
+    ],
+)
+def test_rq_social_core_file_locks_and_venv_creation_block_when_an_async_route_reaches_them(
+    report: Report, file: str, code: str, resolved: str
+) -> None:
+    found_ = [f for f in report.findings if f.rule == "blocking-call" and code in f.code]
+    assert len(found_) == 1, (code, [f.code for f in report.findings if f.path.name == file])
+    assert callee(found_[0]) == resolved
+    assert found_[0].severity is None
+
+
+def test_an_instance_made_from_a_parameter_annotated_type_of_a_class_is_that_class(report: Report) -> None:
+    profile = _blocking(report, "jobs.py", "return self._backend.user_data(token)")
+    assert callee(profile) == "social_core.backends.base.BaseAuth().user_data"
+    assert _chain(profile)[-1] == ("rebuild", 'made.profile("t")')

@@ -19,6 +19,8 @@ from tenk.doctor._names import Instance, Layer, Resolved, Scope, Wrapped, dotted
 from tenk.doctor._project import ClassInfo, Function, Module, Project, children
 
 DEFAULT_DEPTH = 4
+# The parameters a call fixes to a literal, by name, sorted: `(("sync", False),)`.
+Fixed = tuple[tuple[str, object], ...]
 CACHES = {"lru_cache", "cache", "cached", "alru_cache", "cached_property"}
 
 
@@ -32,6 +34,18 @@ class CallSite:
     # awaited call is an async client's (prefect annotates its AsyncSession as `sa.orm.Session`). So is
     # what `async with` enters and `async for` iterates.
     awaited: bool = False
+
+
+@dataclass(frozen=True)
+class Reached:
+    """An own function a walk reaches: the shortest chain to it, the calls it makes on that path, and
+    whether that path runs once per process (through a cached function, or under a guard such as
+    `if self._client is None:` that assigns what it tests)."""
+
+    function: Function
+    chain: tuple[Step, ...]
+    sites: list[CallSite]
+    once: bool = False
 
 
 def called_name(call: ast.Call) -> str:
@@ -124,6 +138,9 @@ class Graph:
         self.project = project
         self._calls: dict[int, list[CallSite]] = {}
         self._parameter_calls: dict[int, dict[str, list[ast.Call]]] = {}
+        self._once: dict[int, set[int]] = {}
+        # By function: the parameter names its `if` tests read and its body never rebinds.
+        self._deciding: dict[int, set[str]] = {}
 
     def scope(self, function: Function) -> Scope:
         return scope_of(self.project, function.module, function)
@@ -177,39 +194,187 @@ class Graph:
         into_async: bool = True,
         follow: Callable[[Function, CallSite], bool] | None = None,
     ) -> Iterator[tuple[Function, tuple[Step, ...]]]:
-        """Every own function `root` reaches within `depth` calls, with the shortest chain to it.
+        """Every own function `root` reaches within `depth` calls, once each, with the shortest chain to it."""
+        yielded: set[int] = set()
+        for reached in self.reach(root, depth, into_async=into_async, follow=follow):
+            if id(reached.function) not in yielded:
+                yielded.add(id(reached.function))
+                yield reached.function, reached.chain
+
+    def reach(
+        self,
+        root: Function,
+        depth: int,
+        *,
+        into_async: bool = True,
+        follow: Callable[[Function, CallSite], bool] | None = None,
+        into_cached: bool = False,
+    ) -> Iterator[Reached]:
+        """Every own function `root` reaches within `depth` calls, with the shortest chain to it and the
+        calls it makes on that path.
 
         The chain starts with the root's definition, then each call site on the way. The wrappers the
-        app's own decorators put around the root run too: each is reached from its decorator's line."""
+        app's own decorators put around the root run too: each is reached from its decorator's line.
+
+        A call that fixes a parameter (a literal argument, or the default of one not passed) rules out
+        the branches that parameter's test excludes: `def f(x, sync=False): if sync: ...` called as `f(x)`
+        never runs the `if` body, so its calls are not made on that path. A function reached again with
+        other fixed parameters is walked again, and yields only the calls no earlier path made.
+
+        Cached functions are not entered unless `into_cached`: then they are, on a path marked `once`,
+        as is every call made under a once-per-process guard (`once_guarded`)."""
         start = (step(root, root.node),)
-        seen = {id(root)}
-        queue: deque[tuple[Function, tuple[Step, ...], int]] = deque([(root, start, 0)])
+        seen: set[tuple[int, Fixed, bool]] = {(id(root), (), False)}
+        given: dict[tuple[int, bool], set[int]] = {}
+        queue: deque[tuple[Function, tuple[Step, ...], int, Fixed, bool]] = deque([(root, start, 0, (), False)])
         for layer in self.scope(root).wrappers(root):
-            if id(layer.wrapper) not in seen and (into_async or not layer.wrapper.is_async):
-                seen.add(id(layer.wrapper))
-                queue.append((layer.wrapper, (*start, step(root, layer.decorator)), 1))
+            if (id(layer.wrapper), (), False) not in seen and (into_async or not layer.wrapper.is_async):
+                seen.add((id(layer.wrapper), (), False))
+                queue.append((layer.wrapper, (*start, step(root, layer.decorator)), 1, (), False))
+
+        def skipped(callee: Function) -> bool:
+            return (is_cached(callee) and not into_cached) or (callee.is_async and not into_async)
+
         while queue:
-            function, chain, level = queue.popleft()
-            yield function, chain
+            function, chain, level, fixed, once = queue.popleft()
+            dead = self.ruled_out(function, fixed)
+            live = [site for site in self.calls(function) if id(site.node) not in dead]
+            made = given.setdefault((id(function), once), set())
+            new = [site for site in live if id(site) not in made]
+            made.update(id(site) for site in new)
+            yield Reached(function, chain, new, once)
             if level >= depth:
                 continue
-            for site in self.calls(function):
+            guarded = self.once_guarded(function) if into_cached else set()
+            for site in live:
                 if follow is not None and not follow(function, site):
                     continue
                 for callee, via in self.callees(site.callee):
-                    if id(callee) in seen or is_cached(callee) or (callee.is_async and not into_async):
+                    passed = self.fixed(site, callee) if not via and site.callee is callee else ()
+                    then = once or id(site.node) in guarded or is_cached(callee)
+                    if (id(callee), passed, then) in seen or skipped(callee):
                         continue
-                    seen.add(id(callee))
+                    seen.add((id(callee), passed, then))
                     reached = (*chain, step(function, site.node), *via)
-                    queue.append((callee, reached, level + 1))
+                    queue.append((callee, reached, level + 1, passed, then))
                     if level + 1 >= depth or not isinstance(site.node, ast.Call):
                         continue
                     # `in_session(Orders.shipped)`: what the callee calls through its parameter.
                     for handed, inner, call in self.handed(function, site.node, callee):
-                        if id(handed) in seen or is_cached(handed) or (handed.is_async and not into_async):
+                        handed_once = then or is_cached(handed)
+                        if (id(handed), (), handed_once) in seen or skipped(handed):
                             continue
-                        seen.add(id(handed))
-                        queue.append((handed, (*reached, step(callee, call), *inner), level + 2))
+                        seen.add((id(handed), (), handed_once))
+                        queue.append((handed, (*reached, step(callee, call), *inner), level + 2, (), handed_once))
+
+    def once_guarded(self, function: Function) -> set[int]:
+        """The nodes of `function` that run once per process: under `if X is None:` (or `if not X:`)
+        whose body assigns X, or after `if X is not None: return X` where what follows assigns X; X an
+        attribute (`self._client`, `app.state.model`) or a name the function declares `global`."""
+        key = id(function)
+        if key not in self._once:
+            kept = {n for node in function.nodes if isinstance(node, ast.Global) for n in node.names}
+            found: set[int] = set()
+            stack: list[list[ast.stmt]] = [function.node.body]
+            while stack:
+                body = stack.pop()
+                for index, stmt in enumerate(body):
+                    if isinstance(stmt, ast.If):
+                        target, unset = _tested(stmt.test, kept)
+                        if target is not None and unset and _assigns(stmt.body, target):
+                            found.update(id(n) for part in stmt.body for n in ast.walk(part))
+                            continue
+                        rest = body[index + 1 :]
+                        if target is not None and not unset and _returns(stmt.body) and _assigns(rest, target):
+                            found.update(id(n) for part in rest for n in ast.walk(part))
+                            break
+                    for part in ("body", "orelse", "finalbody"):
+                        inner = getattr(stmt, part, None)
+                        if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                            stack.append(inner)
+                    if isinstance(stmt, ast.Try | ast.TryStar):
+                        stack.extend(handler.body for handler in stmt.handlers)
+            self._once[key] = found
+        return self._once[key]
+
+    def fixed(self, site: CallSite, callee: Function) -> Fixed:
+        """The parameters of `callee` whose value the call fixes: a literal argument (`sync=False`), or
+        the literal default of a parameter it does not pass; none that the body assigns again."""
+        call = site.node
+        if not isinstance(call, ast.Call):
+            return ()
+        if any(isinstance(arg, ast.Starred) for arg in call.args) or any(kw.arg is None for kw in call.keywords):
+            return ()
+        args = callee.node.args
+        positional = [arg.arg for arg in (*args.posonlyargs, *args.args)]
+        with_default = positional[len(positional) - len(args.defaults) :]
+        defaults: dict[str, ast.expr] = dict(zip(with_default, args.defaults, strict=True))
+        defaults.update((arg.arg, d) for arg, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)
+        if callee.owner is not None and isinstance(call.func, ast.Attribute) and not is_static(callee):
+            positional = positional[1:]
+        if len(call.args) > len(positional):
+            return ()
+        passed: dict[str, ast.expr] = {**defaults, **dict(zip(positional, call.args, strict=False))}
+        passed.update((kw.arg, kw.value) for kw in call.keywords if kw.arg is not None)
+        values = {
+            name: expr.value
+            for name, expr in passed.items()
+            if isinstance(expr, ast.Constant) and _hashable(expr.value)
+        }
+        if not values:
+            return ()
+        key = id(callee)
+        if key not in self._deciding:
+            self._deciding[key] = _read_by_tests(callee.node.body) - _assigned(callee.node.body)
+        # Only parameters an `if` tests can rule a branch out: the others would walk the callee again for nothing.
+        deciding = self._deciding[key]
+        return tuple(sorted(((n, v) for n, v in values.items() if n in deciding), key=lambda item: item[0]))
+
+    def ruled_out(self, function: Function, fixed: Fixed) -> set[int]:
+        """The nodes of `function` that the fixed parameters rule out: the branch of an `if` whose test
+        they decide against, and what follows an `if` whose taken branch returns or raises."""
+        if not fixed:
+            return set()
+        values = dict(fixed)
+        scope = self.scope(function)
+        dead: set[int] = set()
+
+        def kill(nodes: list[ast.stmt]) -> None:
+            for node in nodes:
+                dead.update(id(inner) for inner in ast.walk(node))
+
+        def block(body: list[ast.stmt]) -> bool:
+            """Walks `body`; whether it always ends in a `return` or `raise` on this path."""
+            for index, stmt in enumerate(body):
+                ends = False
+                if isinstance(stmt, ast.If):
+                    truth = _truth(stmt.test, values, scope)
+                    if truth is True:
+                        kill(stmt.orelse)
+                        ends = block(stmt.body)
+                    elif truth is False:
+                        kill(stmt.body)
+                        ends = bool(stmt.orelse) and block(stmt.orelse)
+                    else:
+                        taken, other = block(stmt.body), block(stmt.orelse)
+                        ends = taken and bool(stmt.orelse) and other
+                elif isinstance(stmt, ast.Return | ast.Raise):
+                    ends = True
+                elif isinstance(stmt, ast.With | ast.AsyncWith):
+                    ends = block(stmt.body)
+                elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+                    block(stmt.body)
+                    block(stmt.orelse)
+                elif isinstance(stmt, ast.Try | ast.TryStar):
+                    for part in (stmt.body, *(handler.body for handler in stmt.handlers), stmt.orelse, stmt.finalbody):
+                        block(part)
+                if ends:
+                    kill(body[index + 1 :])
+                    return True
+            return False
+
+        block(function.node.body)
+        return dead
 
     def parameter_calls(self, function: Function) -> dict[str, list[ast.Call]]:
         """The calls `function` makes of its own parameters (`query(session)`), by parameter."""
@@ -277,3 +442,120 @@ def _through(layers: tuple[Layer, ...], function: Function) -> list[tuple[Functi
         via = (*via, step(layer.wrapper, layer.call))
     found.append((function, via))
     return found
+
+
+def _read_by_tests(body: list[ast.stmt]) -> set[str]:
+    return {
+        name.id
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.If)
+        for name in ast.walk(node.test)
+        if isinstance(name, ast.Name)
+    }
+
+
+def _assigned(body: list[ast.stmt]) -> set[str]:
+    return {
+        node.id
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del)
+    }
+
+
+def _hashable(value: object) -> bool:
+    return value is None or isinstance(value, bool | int | float | str | bytes)
+
+
+_UNDECIDED = object()
+
+
+def _value(expr: ast.expr, values: dict[str, object]) -> object:
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Name) and expr.id in values:
+        return values[expr.id]
+    return _UNDECIDED
+
+
+def _truth(test: ast.expr, values: dict[str, object], scope: Scope) -> bool | None:
+    """Whether a test is true given the fixed parameters, or None when they do not decide it."""
+    if isinstance(test, ast.Name):
+        return bool(values[test.id]) if test.id in values else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, values, scope)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_truth(value, values, scope) for value in test.values]
+        decisive = isinstance(test.op, ast.Or)
+        if decisive in parts:
+            return decisive
+        return (not decisive) if all(part is not None for part in parts) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, left, right = test.ops[0], _value(test.left, values), test.comparators[0]
+        if left is _UNDECIDED or not any(isinstance(n, ast.Name) and n.id in values for n in (test.left, right)):
+            return None
+        if isinstance(op, ast.In | ast.NotIn):
+            found = _member(left, right, values, scope)
+            return None if found is None else found == isinstance(op, ast.In)
+        other = _value(right, values)
+        if other is _UNDECIDED:
+            return None
+        if isinstance(op, ast.Is | ast.IsNot):
+            return (left is other) == isinstance(op, ast.Is)
+        if isinstance(op, ast.Eq | ast.NotEq):
+            return (left == other) == isinstance(op, ast.Eq)
+    return None
+
+
+def _member(value: object, container: ast.expr, values: dict[str, object], scope: Scope) -> bool | None:
+    """Whether `value` is among a display's constant keys or elements (through module-level names)."""
+    if isinstance(container, ast.Name) and container.id in values:
+        return None
+    shown = scope.display(container)
+    if shown is None:
+        return None
+    display = shown[1]
+    keys: list[ast.expr | None] = list(display.keys) if isinstance(display, ast.Dict) else list(display.elts)
+    if any(isinstance(key, ast.Constant) and key.value == value for key in keys):
+        return True
+    return False if all(isinstance(key, ast.Constant) for key in keys) else None
+
+
+def _tested(test: ast.expr, kept: set[str]) -> tuple[str | None, bool]:
+    """What a test checks is set, as text (`self._client`), and whether it holds when that is unset:
+    `X is None` and `not X` do, `X is not None` and `X` do not."""
+    unset = True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_none_constant(test.comparators[0]):
+        if isinstance(test.ops[0], ast.Is | ast.Eq):
+            test = test.left
+        elif isinstance(test.ops[0], ast.IsNot | ast.NotEq):
+            test, unset = test.left, False
+        else:
+            return None, False
+    else:
+        unset = False
+    if isinstance(test, ast.Attribute) or (isinstance(test, ast.Name) and test.id in kept):
+        return ast.unparse(test), unset
+    return None, False
+
+
+def _is_none_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _assigns(body: list[ast.stmt], target: str) -> bool:
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign) and any(ast.unparse(t) == target for t in node.targets):
+                return True
+            if isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and ast.unparse(node.target) == target:
+                return True
+    return False
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Return)

@@ -390,6 +390,68 @@ LIBRARIES: dict[str, Library] = {
         },
         returns={"neo4j.GraphDatabase.driver": "neo4j.Driver", "neo4j.Driver().session": "neo4j.Session"},
     ),
+    "rq": Library(
+        # Every queue and job operation is a round trip on the sync Redis client the queue was given.
+        "network",
+        calls="rq.job.Job.fetch rq.job.Job.fetch_many rq.job.Job.exists rq.job.Job.create",
+        blocks={
+            "rq.Queue": "enqueue enqueue_call enqueue_at enqueue_in enqueue_many enqueue_job count empty "
+            "fetch_job get_job_ids get_jobs delete",
+            "rq.job.Job": "get_status refresh save cancel delete requeue get_meta save_meta return_value "
+            "latest_result results",
+            # `@job(queue)`: the decorated function's `.delay(...)` enqueues it.
+            "rq.decorators.job": "delay",
+        },
+        returns={
+            "rq.job.Job.fetch": "rq.job.Job",
+            "rq.job.Job.create": "rq.job.Job",
+            "rq.Queue().enqueue": "rq.job.Job",
+            "rq.Queue().enqueue_call": "rq.job.Job",
+            "rq.Queue().enqueue_at": "rq.job.Job",
+            "rq.Queue().enqueue_in": "rq.job.Job",
+            "rq.Queue().fetch_job": "rq.job.Job",
+            "rq.decorators.job().delay": "rq.job.Job",
+        },
+        aliases={"rq.queue.Queue": "rq.Queue", "rq.Job": "rq.job.Job"},
+    ),
+    "social_core": Library(
+        # A backend's user, token and profile calls are sync `requests` calls to the provider.
+        "network",
+        blocks={
+            "social_core.backends.base.BaseAuth": "user_data request get_json get_querystring auth_complete "
+            "do_auth request_access_token refresh_token revoke_token auth_url"
+        },
+        aliases={
+            f"social_core.backends.{name}": "social_core.backends.base.BaseAuth"
+            for name in (
+                "oauth.BaseOAuth2",
+                "oauth.BaseOAuth1",
+                "oauth.OAuthAuth",
+                "open_id_connect.OpenIdConnectAuth",
+                "github.GithubOAuth2",
+                "google.GoogleOAuth2",
+            )
+        },
+    ),
+    "locks": Library(
+        # Taking a file lock waits for whoever holds it: another worker, another process.
+        "wait",
+        calls="fcntl.flock fcntl.lockf",
+        blocks={"filelock.FileLock": "acquire __enter__"},
+        aliases={
+            "filelock.SoftFileLock": "filelock.FileLock",
+            "filelock.UnixFileLock": "filelock.FileLock",
+            "filelock._unix.UnixFileLock": "filelock.FileLock",
+            "filelock._soft.SoftFileLock": "filelock.FileLock",
+            "filelock._api.BaseFileLock": "filelock.FileLock",
+        },
+    ),
+    "venv": Library(
+        # Creating a venv copies the interpreter's files and, with pip, runs ensurepip in a subprocess.
+        "process",
+        calls="venv.create",
+        blocks={"venv.EnvBuilder": "create"},
+    ),
     "time": Library("sleep", calls="time.sleep"),
     "files": Library(
         "file",

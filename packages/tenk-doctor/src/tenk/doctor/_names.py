@@ -252,9 +252,22 @@ class Scope:
                 return self.method(base, expr.attr)
             if isinstance(base, str):
                 return canonical(f"{base}.{expr.attr}")
+            if isinstance(base, Function):
+                return self._decorated_attribute(base, expr.attr, depth + 1)
             return None
         if isinstance(expr, ast.Call):
             return self._call_value(expr, depth + 1)
+        return None
+
+    def _decorated_attribute(self, function: Function, attr: str, depth: int) -> str | None:
+        """`send_mail.delay(...)` of a function a library's decorator wraps (`@job(queue)`): the attribute of
+        what that decorator returns (`rq.decorators.job().delay`), where the library table knows it."""
+        scope = self.at(function.module)
+        for decorator in function.node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            name = scope.resolve(target, depth + 1)
+            if isinstance(name, str) and "(" not in name and name in BLOCKING_METHODS:
+                return f"{name}().{attr}"
         return None
 
     def _resolve_name(self, name: str, depth: int, line: int | None = None) -> Resolved | None:
@@ -593,6 +606,10 @@ class Scope:
         return None
 
     def _call_type(self, call: ast.Call, depth: int) -> Type | None:
+        if isinstance(call.func, ast.Name):
+            made = self._class_parameter(call.func.id, depth + 1)
+            if made is not None:
+                return made
         callee = self.resolve(call.func, depth + 1)
         if isinstance(callee, ClassInfo):
             return callee
@@ -620,6 +637,19 @@ class Scope:
             return RETURNS[f"{kind}().*"]
         last = callee.rsplit(".", 1)[-1]
         return callee if "()" not in callee and last[:1].isupper() else None
+
+    def _class_parameter(self, name: str, depth: int) -> Type | None:
+        """`backend_class(...)` where the parameter is annotated `Type[BaseOAuth2]` (or `type[...]`): an
+        instance of that class."""
+        if self.function is None:
+            return None
+        args = self.function.node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            if arg.arg == name and isinstance(arg.annotation, ast.Subscript):
+                head = dotted(arg.annotation.value) or ""
+                if head.rsplit(".", 1)[-1] in ("Type", "type"):
+                    return self.annotation_type(arg.annotation.slice, depth + 1)
+        return None
 
     def _name_type(self, name: str, depth: int, line: int | None = None) -> Type | None:
         if self.function is not None:

@@ -139,9 +139,10 @@ def check_per_request(context: Context) -> Iterator[Finding]:
 
     for entry in context.entries.of_kind("route", "dependency", "middleware"):
         root = entry.function
-        for function, chain in graph.walk(root, context.depth, follow=not_kept):
+        for reached in graph.reach(root, context.depth, follow=not_kept):
+            function, chain = reached.function, reached.chain
             stored: set[int] | None = None
-            for site in graph.calls(function):
+            for site in reached.sites:
                 if site.callee not in PER_REQUEST or not isinstance(site.node, ast.Call):
                     continue
                 if site.callee in REDIS_CLIENTS and _keyword(site.node, "connection_pool") is not None:

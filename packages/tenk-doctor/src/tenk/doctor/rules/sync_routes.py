@@ -59,8 +59,9 @@ def check(context: Context) -> Iterator[Finding]:
     for entry in context.entries.of_kind("route", "dependency"):
         if graph.runs_on_loop(entry.function):
             continue
-        for function, chain in graph.walk(entry.function, context.depth, into_async=False):
-            for site in graph.calls(function):
+        for reached in graph.reach(entry.function, context.depth, into_async=False):
+            function, chain = reached.function, reached.chain
+            for site in reached.sites:
                 if not isinstance(site.callee, str) or site.awaited or blocking_family(site.callee) is None:
                     continue
                 if isinstance(site.node, ast.Call) and graph.scope(function).in_memory(site.node, site.callee):
