@@ -38,6 +38,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO / "src" / "tenk" / "lab" / "examples"
 SHIPPED = sorted([*PRESET_DIR.glob("*.toml"), *EXAMPLE_DIR.glob("*.toml")])
 BRIEF_STEP_S = 2.0
+# A brief wrk rung's run: long enough for a cold budgeted worker's first answers (`brief`).
+BRIEF_WRK_S = 5
 # CI's time (docs/contributing.md, .ci/run): 90 minutes, of which the rest of CI took about 35 when this
 # check replaced the presets' smoke runs (the lead's figure, issue 49).
 CI_BUDGET_MIN = 90
@@ -75,13 +77,15 @@ def brief(ladder: Ladder, searches: bool = True) -> Ladder:
     """The ladder as the check runs it: capacity rungs with their own number of steps, each short; every
     other rung at 10 req/s for a second, with a fast vendor; without wrk, k6. With `searches` false, the
     capacity rungs too run at 10 req/s for a second: the presets' smoke runs this check replaced. Every
-    such rung is warmed up for a second first, even one whose ladder warms up none: a fresh worker's first
-    requests (imports, its first queries) took 1.7 s under the search preset's 150m budget and 1.1 s under
-    the ladder study's 250m on a busy machine, so a cold one-second wrk rung completed none. The ladder
-    study's reason for no warm-up (a queue of blocked requests left behind) is four requests here.
+    such rung is warmed up for a second first, even one whose ladder warms up none (the ladder study's
+    reason, a queue of blocked requests left behind, is four requests here).
 
     wrk is closed-loop and ignores the rate: its rungs get a handful of connections instead (the pooling
-    study's 400 make per-request connections run out of Postgres slots: 503s, as in 003)."""
+    study's 400 make per-request connections run out of Postgres slots: 503s, as in 003), and
+    `BRIEF_WRK_S` seconds. k6 counts what its graceful stop lets finish; wrk counts only what is answered
+    before it stops, and a fresh worker's first requests (imports, its first queries) took 1.1 s under the
+    ladder study's 250m, 1.7 s under the search preset's 150m and 2.2 s from its warm-up's start under
+    100m, each on a busy machine: a one-second wrk rung completed none."""
     have_wrk = shutil.which("wrk") is not None
 
     def shorten(config: RungConfig) -> RungConfig:
@@ -95,7 +99,7 @@ def brief(ladder: Ladder, searches: bool = True) -> Ladder:
             config,
             capacity=False,
             rate=10,
-            duration_s=1,
+            duration_s=BRIEF_WRK_S if engine == "wrk" else 1,
             warmup_s=1.0,
             upstream={**config.upstream, "p50_ms": 5.0, "p99_ms": 20.0},
             engine=engine,
@@ -133,7 +137,8 @@ def test_the_brief_run_keeps_each_searchs_steps_and_runs_once(path: Path) -> Non
             assert capacity_plan(short.config).max_steps == capacity_plan(shipped.config).max_steps
             assert short.config.step_s == BRIEF_STEP_S
         else:
-            assert short.config.duration_s == 1
+            assert short.config.duration_s == (BRIEF_WRK_S if short.config.engine == "wrk" else 1)
+            assert short.config.warmup_s == 1.0
 
 
 def bound_s(ladder: Ladder) -> float:
