@@ -76,16 +76,15 @@ def test_every_shipped_search_has_the_steps_a_bracket_search_needs(path: Path) -
 def brief(ladder: Ladder, searches: bool = True) -> Ladder:
     """The ladder as the check runs it: capacity rungs with their own number of steps, each short; every
     other rung at 10 req/s for a second, with a fast vendor; without wrk, k6. With `searches` false, the
-    capacity rungs too run at 10 req/s for a second: the presets' smoke runs this check replaced. Every
-    such rung is warmed up for a second first, even one whose ladder warms up none (the ladder study's
-    reason, a queue of blocked requests left behind, is four requests here).
+    capacity rungs too run at 10 req/s for a second: the presets' smoke runs this check replaced.
 
     wrk is closed-loop and ignores the rate: its rungs get a handful of connections instead (the pooling
-    study's 400 make per-request connections run out of Postgres slots: 503s, as in 003), and
-    `BRIEF_WRK_S` seconds. k6 counts what its graceful stop lets finish; wrk counts only what is answered
-    before it stops, and a fresh worker's first requests (imports, its first queries) took 1.1 s under the
-    ladder study's 250m, 1.7 s under the search preset's 150m and 2.2 s from its warm-up's start under
-    100m, each on a busy machine: a one-second wrk rung completed none."""
+    study's 400 make per-request connections run out of Postgres slots: 503s, as in 003), a second's
+    warm-up, even where the ladder warms up none (the ladder study's reason, a queue of blocked requests
+    left behind, is four requests here), and `BRIEF_WRK_S` seconds. k6 counts what its graceful stop lets
+    finish; wrk counts only what is answered before it stops, and a fresh worker's first requests (imports,
+    its first queries) took 1.1 s under the ladder study's 250m, 1.7 s under the search preset's 150m and
+    2.2 s from its warm-up's start under 100m, each on a busy machine: a one-second wrk rung completed none."""
     have_wrk = shutil.which("wrk") is not None
 
     def shorten(config: RungConfig) -> RungConfig:
@@ -100,7 +99,7 @@ def brief(ladder: Ladder, searches: bool = True) -> Ladder:
             capacity=False,
             rate=10,
             duration_s=BRIEF_WRK_S if engine == "wrk" else 1,
-            warmup_s=1.0,
+            warmup_s=1.0 if engine == "wrk" else 0,
             upstream={**config.upstream, "p50_ms": 5.0, "p99_ms": 20.0},
             engine=engine,
             connections=min(config.connections, 4) if engine == "wrk" else config.connections,
@@ -138,7 +137,7 @@ def test_the_brief_run_keeps_each_searchs_steps_and_runs_once(path: Path) -> Non
             assert short.config.step_s == BRIEF_STEP_S
         else:
             assert short.config.duration_s == (BRIEF_WRK_S if short.config.engine == "wrk" else 1)
-            assert short.config.warmup_s == 1.0
+            assert short.config.warmup_s == (1.0 if short.config.engine == "wrk" else 0)
 
 
 def bound_s(ladder: Ladder) -> float:
