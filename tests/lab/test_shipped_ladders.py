@@ -1,6 +1,7 @@
 """Every ladder tenk ships (src/tenk/lab/presets/ and examples/) stays valid as the code and the machine
 change: its CPU budget is `auto` or says why it is fixed, and run briefly (`make test-lab`), every rung
 completes, every capacity search converges, and every rung the ladder expects to be target-bound is.
+`make test-lab` (CI) runs the brief runs bounded within `CI_LADDER_BOUND_S`; `make test-ladders`, all of them.
 
 Briefly: one repeat; a capacity rung keeps the number of search steps it ships with (enough for a bracket
 search, `test_every_shipped_search_has_the_steps_a_bracket_search_needs`), each 2 s instead of its own;
@@ -40,10 +41,12 @@ SHIPPED = sorted([*PRESET_DIR.glob("*.toml"), *EXAMPLE_DIR.glob("*.toml")])
 BRIEF_STEP_S = 2.0
 # A brief wrk rung's run: long enough for a cold budgeted worker's first answers (`brief`).
 BRIEF_WRK_S = 5
-# CI's time (docs/contributing.md, .ci/run): 90 minutes, of which the rest of CI took about 35 when this
-# check replaced the presets' smoke runs (the lead's figure, issue 49).
-CI_BUDGET_MIN = 90
-CI_USED_MIN = 35
+# A brief run whose stated bound (`bound_s`) is longer runs in `make test-ladders` only (marked `ladders`):
+# CI's 90 minutes (.ci/run) hold the suite three times over (newest, lowest, stock), the lab's own runs and
+# the cluster's, and ran out in the lab when it ran every shipped ladder (the landing of 2026-12-02).
+CI_LADDER_BOUND_S = 150.0
+# The brief runs CI runs, together: their share of CI's time.
+CI_LADDERS_MIN = 10.0
 
 
 def _id(path: Path) -> str:
@@ -148,14 +151,20 @@ def bound_s(ladder: Ladder) -> float:
     return time_bound_s(ladder, repeats=1) + calibrated * (2 * PROBE_S + 14)
 
 
-def test_the_brief_runs_of_every_shipped_ladder_fit_what_ci_has_left() -> None:
-    """Their stated bound, less that of the presets' smoke runs they replace, within what CI has beside the
-    rest of its work. Both bounds are loose (a search that converges stops early, a target starts in less
-    than its allowance), and alike."""
-    ladders = [load_ladder(path) for path in SHIPPED]
-    checked = sum(bound_s(brief(ladder)) for ladder in ladders if ladder.topology != "cluster") / 60
-    smoked = sum(bound_s(brief(ladder, searches=False)) for ladder in ladders if ladder.path.parent == PRESET_DIR) / 60
-    assert checked - smoked <= CI_BUDGET_MIN - CI_USED_MIN, f"{checked:.0f} minutes, {smoked:.0f} before"
+def in_ci(ladder: Ladder) -> bool:
+    """Whether `make test-lab`, and so CI, runs the ladder's brief run (the cluster's run in `make test-cluster`)."""
+    return bound_s(brief(ladder)) <= CI_LADDER_BOUND_S
+
+
+def test_the_brief_runs_ci_runs_fit_their_share_of_its_time_and_the_rest_are_in_test_ladders() -> None:
+    """Their stated bounds, together, within `CI_LADDERS_MIN`; a bound is loose (a search that converges
+    stops early, a target starts in less than its allowance). Every ladder is run by `make test-ladders`,
+    and CI runs at least one with a capacity search and one without."""
+    ladders = [load_ladder(path) for path in SHIPPED if load_ladder(path).topology != "cluster"]
+    ci = [ladder for ladder in ladders if in_ci(ladder)]
+    assert sum(bound_s(brief(ladder)) for ladder in ci) / 60 <= CI_LADDERS_MIN, [ladder.name for ladder in ci]
+    assert any(rung.config.capacity for ladder in ci for rung in ladder.rungs)
+    assert any(not rung.config.capacity for ladder in ci for rung in ladder.rungs)
 
 
 def with_budgets(ladder: Ladder) -> Ladder:
@@ -176,6 +185,8 @@ STACK_START_S = 180.0
 def _runs(path: Path) -> object:
     ladder = load_ladder(path)
     marks = [pytest.mark.timeout(BUSY_FACTOR * bound_s(brief(ladder)) + STACK_START_S)]
+    if not in_ci(ladder):
+        marks.append(pytest.mark.ladders)
     if ladder.topology == "cluster":
         marks.append(pytest.mark.cluster)
     if any(rung.config.target.startswith("tests.lab.datasette_app") for rung in ladder.rungs):
