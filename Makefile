@@ -64,6 +64,9 @@ test: sync-dev system-deps lint typecheck pytest
 FAST_PATH_TESTS ?= tests/platform tests/catalog tests/tasks tests/search tests/ingest tests/test_settings.py \
 	tests/test_dependencies.py tests/test_smoke.py
 LOWEST := .venv-lowest
+## The fast suite's tests run in as many pytest-xdist workers as there are CPUs, a test file to a worker (its
+## module fixtures started once); each worker starts its own session stack on free ports.
+PARALLEL ?= -n auto --dist loadfile
 
 ## The suite on the lowest versions pyproject allows (uv's lowest-direct resolution) in $(LOWEST); uv.lock, which
 ## holds the newest, stays as it is. The declared lower bounds must really work.
@@ -73,13 +76,13 @@ test-lowest: sync-dev system-deps
 	  --python $(LOWEST)/bin/python --no-header --no-emit-package tenk -o $(LOWEST)/requirements.txt
 	$(UV) pip sync --quiet --python $(LOWEST)/bin/python $(LOWEST)/requirements.txt
 	$(UV) pip install --quiet --python $(LOWEST)/bin/python --no-deps --editable .
-	$(LOWEST)/bin/pytest -m "not cluster and not slow" $(FAST_PATH_TESTS)
+	$(LOWEST)/bin/pytest $(PARALLEL) -m "not cluster and not slow" $(FAST_PATH_TESTS)
 
 ## The suite with every fast path's stock twin (TENK_STOCK_PATHS=1: FastAPI's routing, the libraries' own pools
 ## and metric writes), in-process apps and spawned `tenk serve` processes alike (harness/stack.py passes it on).
 ## tests/platform/lane is left out: its tests are the lane's own, which the switch turns off.
 test-stock: sync-dev system-deps
-	TENK_STOCK_PATHS=1 $(BIN)/pytest -m "not cluster and not slow" --ignore tests/platform/lane $(FAST_PATH_TESTS)
+	TENK_STOCK_PATHS=1 $(BIN)/pytest $(PARALLEL) -m "not cluster and not slow" --ignore tests/platform/lane $(FAST_PATH_TESTS)
 
 ## The tests on a local cluster (API nodes behind HAProxy): no stale reads across nodes, a rolling restart under load.
 test-cluster: sync-dev system-deps
@@ -93,7 +96,7 @@ typecheck: sync-dev
 	$(BIN)/mypy
 
 pytest: sync-dev
-	$(BIN)/pytest -m "not cluster and not slow"
+	$(BIN)/pytest $(PARALLEL) -m "not cluster and not slow"
 
 ## The docs site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor. Fetches nothing.
 ## First the pages' generated parts (tools/docs_pages.py): docs/results.md from docs/results/, the README's
