@@ -33,10 +33,10 @@ from tenk.platform import (
     TenkAPI,
     app_state,
     create_pg_pool,
+    create_redis,
     hot,
     install_error_handlers,
     postgres_is_down,
-    redis_from_url,
 )
 from tenk.platform.readthrough import CacheSettings, ReadCache, ReadThrough, Row, load_by_ids
 
@@ -104,7 +104,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     size = pool_size(int(os.environ.get("TENK_WORKERS") or len(os.sched_getaffinity(0))))
     # Up even with Postgres down: it connects on first use, and /async-db answers no rows meanwhile.
     pg = app.state.pg = await create_pg_pool(dsn, max_size=size)
-    redis = redis_from_url(os.environ["REDIS_URL"]) if os.environ.get("REDIS_URL") else None
+    # A bounded pool that waits briefly for a free connection, not one that fails at its size.
+    redis = create_redis(os.environ["REDIS_URL"]) if os.environ.get("REDIS_URL") else None
     try:
         async with ITEMS.serving(app, pg, redis, cache_settings(redis is not None)):
             # What start-up made lives as long as the process: out of the collector's sight.
