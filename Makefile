@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down hooks check-commits test test-lowest test-stock test-lab test-ladders test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads gate-campaign bench-ingest bench-upstream bench-failover bench-shards bench-httparena httparena-entry doctor-eval doctor-heldout doctor-heldout2 lab clean
+.PHONY: run up down hooks check-commits test test-lowest test-stock test-lab test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads gate-campaign bench-ingest bench-upstream bench-failover bench-shards bench-httparena httparena-entry doctor-eval doctor-heldout doctor-heldout2 lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
@@ -105,15 +105,13 @@ docs: sync-dev
 	$(BIN)/python -m tools.docs_pages
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-## The long end-to-end runs (marked slow): the shipped ladders whose brief run is short (the rest are in
-## test-ladders), capacity searches, ingest rungs and budgeted k6 runs, and `make run` on fresh Python 3.12 and 3.13.
+## The long end-to-end runs (marked slow): every shipped ladder run briefly (its searches must converge, its
+## rungs be bound where it expects), capacity searches, ingest rungs and budgeted k6 runs, and `make run` on
+## fresh Python 3.12 and 3.13. CI runs it with LAB_TESTS='slow and not cluster and not ladders': the brief
+## runs of the longer ladders (marked ladders, about an hour on two cores) do not fit its 90 minutes.
+LAB_TESTS ?= slow and not cluster
 test-lab: sync-dev system-deps
-	$(BIN)/pytest -m "slow and not cluster and not ladders"
-
-## Every shipped ladder run briefly (its searches must converge, its rungs be bound where it expects): about
-## an hour on two cores, too long for CI beside the rest; run it when a preset, the runner or the search changes.
-test-ladders: sync-dev system-deps
-	$(BIN)/pytest -m "slow and not cluster" tests/lab/test_shipped_ladders.py
+	$(BIN)/pytest -m "$(LAB_TESTS)"
 
 ## Instructions per request of each hot path (and per row of the worker), counted by callgrind, against the
 ## budgets in benchmarks/budget/budgets.json; CI runs it with BENCH_ARGS="--rounds 1 --check".

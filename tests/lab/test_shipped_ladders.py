@@ -1,7 +1,7 @@
 """Every ladder tenk ships (src/tenk/lab/presets/ and examples/) stays valid as the code and the machine
 change: its CPU budget is `auto` or says why it is fixed, and run briefly (`make test-lab`), every rung
 completes, every capacity search converges, and every rung the ladder expects to be target-bound is.
-`make test-lab` (CI) runs the brief runs bounded within `CI_LADDER_BOUND_S`; `make test-ladders`, all of them.
+`make test-lab` runs all of them; CI's (.ci/run), those bounded within `CI_LADDER_BOUND_S`.
 
 Briefly: one repeat; a capacity rung keeps the number of search steps it ships with (enough for a bracket
 search, `test_every_shipped_search_has_the_steps_a_bracket_search_needs`), each 2 s instead of its own;
@@ -41,7 +41,7 @@ SHIPPED = sorted([*PRESET_DIR.glob("*.toml"), *EXAMPLE_DIR.glob("*.toml")])
 BRIEF_STEP_S = 2.0
 # A brief wrk rung's run: long enough for a cold budgeted worker's first answers (`brief`).
 BRIEF_WRK_S = 5
-# A brief run whose stated bound (`bound_s`) is longer runs in `make test-ladders` only (marked `ladders`):
+# A brief run whose stated bound (`bound_s`) is longer is marked `ladders`, which CI's `make test-lab` leaves out:
 # CI's 90 minutes (.ci/run) hold the suite three times over (newest, lowest, stock), the lab's own runs and
 # the cluster's, and ran out in the lab when it ran every shipped ladder (the landing of 2026-12-02).
 CI_LADDER_BOUND_S = 150.0
@@ -152,13 +152,13 @@ def bound_s(ladder: Ladder) -> float:
 
 
 def in_ci(ladder: Ladder) -> bool:
-    """Whether `make test-lab`, and so CI, runs the ladder's brief run (the cluster's run in `make test-cluster`)."""
+    """Whether CI's `make test-lab` runs the ladder's brief run (the cluster's run in `make test-cluster`)."""
     return bound_s(brief(ladder)) <= CI_LADDER_BOUND_S
 
 
-def test_the_brief_runs_ci_runs_fit_their_share_of_its_time_and_the_rest_are_in_test_ladders() -> None:
+def test_the_brief_runs_ci_runs_fit_their_share_of_its_time() -> None:
     """Their stated bounds, together, within `CI_LADDERS_MIN`; a bound is loose (a search that converges
-    stops early, a target starts in less than its allowance). Every ladder is run by `make test-ladders`,
+    stops early, a target starts in less than its allowance). Every ladder is run by `make test-lab`,
     and CI runs at least one with a capacity search and one without."""
     ladders = [load_ladder(path) for path in SHIPPED if load_ladder(path).topology != "cluster"]
     ci = [ladder for ladder in ladders if in_ci(ladder)]

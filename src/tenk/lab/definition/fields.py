@@ -68,7 +68,7 @@ class RungFields(BaseModel):
     upstream: dict[Literal["p50_ms", "p99_ms", "error_rate", "hang_rate"], StrictInt | StrictFloat] | None = None
     # What should set a capacity rung's ceiling: "target" (its own CPU or waiting), or "any". Not a variable
     # of what is measured: a rung's own, else [defaults]'s; the report notes a rung that misses it, and the
-    # brief run of every shipped ladder (`make test-ladders`) fails on it.
+    # brief run of every shipped ladder (`make test-lab`) fails on it.
     expect_bound: Literal["target", "any"] | None = None
 
 
