@@ -48,7 +48,13 @@ class App:
 
 # heldout2 is a second held-out set, chosen and labelled after the first had informed doctor's work
 # (its misses were described by cause before later recall work), so that it is unseen again.
-SETS = {"development": HERE / "apps.toml", "heldout": HERE / "heldout.toml", "heldout2": HERE / "heldout2.toml"}
+# heldout3 is a third, chosen and labelled after the second had informed doctor's work in turn.
+SETS = {
+    "development": HERE / "apps.toml",
+    "heldout": HERE / "heldout.toml",
+    "heldout2": HERE / "heldout2.toml",
+    "heldout3": HERE / "heldout3.toml",
+}
 
 
 def load_apps(path: Path = SETS["development"]) -> list[App]:

@@ -1,6 +1,6 @@
 """Download the pinned apps from PyPI and unpack them into .tenk/doctor-eval/apps/ (git-ignored).
 
-    python -m benchmarks.doctor_eval.fetch [--set development|heldout|heldout2] [--app NAME ...]
+    python -m benchmarks.doctor_eval.fetch [--set development|heldout|heldout2|heldout3] [--app NAME ...]
 
 Each artifact is fetched with `pip download --no-deps` by its exact version, then checked against
 the sha256 its set pins (apps.toml, heldout.toml): a file that does not match is refused, so every

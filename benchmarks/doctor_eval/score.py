@@ -1,6 +1,6 @@
 """Score `tenk doctor` (and ruff's ASYNC rules and ty-async) on the pinned apps against the hand labels.
 
-    python -m benchmarks.doctor_eval.score [--set development|heldout|heldout2] [--app NAME ...] [--run NAME]
+    python -m benchmarks.doctor_eval.score [--set development|heldout|heldout2|heldout3] [--app NAME ...] [--run NAME]
                                            [--rescore]
 
 For each app (fetched first with `python -m benchmarks.doctor_eval.fetch`) it runs doctor on the
