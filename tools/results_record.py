@@ -49,6 +49,7 @@ KINDS = {
     "lab": "The lab's method",
     "gates": "The CI gates: how often they cry wolf, how often they catch a regression",
     "packaging": "Packaging: what an install brings",
+    "httparena": "HttpArena's profiles, beside its Python entries",
 }
 
 
