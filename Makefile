@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(TOOLS)/bin/uv)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run up down hooks check-commits test test-lowest test-stock test-lab test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads gate-campaign bench-ingest bench-upstream bench-failover bench-shards bench-httparena httparena-entry doctor-eval doctor-heldout doctor-heldout2 doctor-heldout3 lab clean
+.PHONY: run up down hooks check-commits test test-lowest test-stock test-lab test-cluster lint typecheck pytest docs sync sync-dev system-deps bench-reads gate-campaign bench-ingest bench-upstream bench-failover bench-shards bench-httparena httparena-entry doctor-eval doctor-heldout doctor-heldout2 doctor-heldout3 doctor-heldout4 lab clean
 
 $(TOOLS)/bin/uv:
 	$(PYTHON) -m venv $(TOOLS)
@@ -185,6 +185,12 @@ doctor-heldout2: sync-dev
 doctor-heldout3: sync-dev
 	$(BIN)/python -m benchmarks.doctor_eval.fetch --set heldout3
 	$(BIN)/python -m benchmarks.doctor_eval.score --set heldout3 $(EVAL_ARGS)
+
+## The same on the fourth held-out set, benchmarks/doctor_eval/heldout4.toml, chosen after the third's
+## misses had been read: writes benchmarks/doctor_eval/runs/heldout4-main-<commit>/.
+doctor-heldout4: sync-dev
+	$(BIN)/python -m benchmarks.doctor_eval.fetch --set heldout4
+	$(BIN)/python -m benchmarks.doctor_eval.score --set heldout4 $(EVAL_ARGS)
 
 ## The async ladder (naive sync -> async -> workers -> gunicorn -> granian -> tenk) on this machine, in at
 ## most 10 minutes; prints where its report is. Other presets: `tenk lab run --preset NAME`.

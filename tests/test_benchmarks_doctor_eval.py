@@ -30,6 +30,7 @@ APPS = load_apps()
 HELD_OUT = load_set("heldout")
 HELD_OUT_2 = load_set("heldout2")
 HELD_OUT_3 = load_set("heldout3")
+HELD_OUT_4 = load_set("heldout4")
 HOP = re.compile(r"^[\w./-]+\.py:\d+ ")
 
 
@@ -46,12 +47,13 @@ def test_every_app_is_pinned_by_artifact_and_digest() -> None:
     assert len(HELD_OUT) >= 6
     assert len(HELD_OUT_2) >= 3
     assert len(HELD_OUT_3) >= 3
-    for app in [*APPS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]:
+    assert len(HELD_OUT_4) >= 2
+    for app in [*APPS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]:
         assert re.fullmatch(r"[0-9a-f]{64}", app.sha256), app.name
         assert app.version in app.file.replace("_", "-") or app.version in app.file, app.name
 
 
-@pytest.mark.parametrize("app", [a.name for a in [*APPS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]])
+@pytest.mark.parametrize("app", [a.name for a in [*APPS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]])
 def test_every_label_names_a_doctor_rule_and_a_chain_of_file_and_line_hops(app: str) -> None:
     labels = load_labels(app)
     assert labels, f"no labels for {app}"
@@ -65,7 +67,8 @@ def test_every_label_names_a_doctor_rule_and_a_chain_of_file_and_line_hops(app: 
 
 
 def test_every_label_file_belongs_to_a_pinned_app() -> None:
-    assert {p.stem for p in LABELS.glob("*.toml")} <= {a.name for a in [*APPS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3]}
+    pinned = {a.name for a in [*APPS, *HELD_OUT, *HELD_OUT_2, *HELD_OUT_3, *HELD_OUT_4]}
+    assert {p.stem for p in LABELS.glob("*.toml")} <= pinned
 
 
 @pytest.mark.parametrize(("one", "other"), list(itertools.combinations(sorted(SETS), 2)))

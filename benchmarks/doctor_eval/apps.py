@@ -31,6 +31,8 @@ class App:
     kind: str
     # The distribution's name on PyPI, where it is not the app's (apache-airflow-core for airflow).
     package: str = ""
+    # The Python that pip resolves the wheel for, where the app's Requires-Python excludes the default.
+    python: str = "3.12"
 
     @property
     def requirement(self) -> str:
@@ -48,12 +50,14 @@ class App:
 
 # heldout2 is a second held-out set, chosen and labelled after the first had informed doctor's work
 # (its misses were described by cause before later recall work), so that it is unseen again.
-# heldout3 is a third, chosen and labelled after the second had informed doctor's work in turn.
+# heldout3 is a third, chosen and labelled after the second had informed doctor's work in turn;
+# heldout4 a fourth, after the third's misses had been read.
 SETS = {
     "development": HERE / "apps.toml",
     "heldout": HERE / "heldout.toml",
     "heldout2": HERE / "heldout2.toml",
     "heldout3": HERE / "heldout3.toml",
+    "heldout4": HERE / "heldout4.toml",
 }
 
 

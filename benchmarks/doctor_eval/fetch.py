@@ -1,6 +1,6 @@
 """Download the pinned apps from PyPI and unpack them into .tenk/doctor-eval/apps/ (git-ignored).
 
-    python -m benchmarks.doctor_eval.fetch [--set development|heldout|heldout2|heldout3] [--app NAME ...]
+    python -m benchmarks.doctor_eval.fetch [--set development|heldout|heldout2|heldout3|heldout4] [--app NAME ...]
 
 Each artifact is fetched with `pip download --no-deps` by its exact version, then checked against
 the sha256 its set pins (apps.toml, heldout.toml): a file that does not match is refused, so every
@@ -50,7 +50,7 @@ def download(app: App) -> Path:
             platforms = [arg for p in _PLATFORMS for arg in ("--platform", p)]
             subprocess.run(
                 [*_pip(), "download", "--no-deps", "--quiet", "--disable-pip-version-check", "--only-binary", ":all:",
-                 "--python-version", "3.12", *platforms, "--dest", scratch, app.requirement],
+                 "--python-version", app.python, *platforms, "--dest", scratch, app.requirement],
                 check=True,
             )  # fmt: skip
             got = Path(scratch) / app.file

@@ -1,7 +1,7 @@
 """Score `tenk doctor` (and ruff's ASYNC rules and ty-async) on the pinned apps against the hand labels.
 
-    python -m benchmarks.doctor_eval.score [--set development|heldout|heldout2|heldout3] [--app NAME ...] [--run NAME]
-                                           [--rescore]
+    python -m benchmarks.doctor_eval.score [--set development|heldout|heldout2|heldout3|heldout4] [--app NAME ...]
+                                           [--run NAME] [--rescore]
 
 For each app (fetched first with `python -m benchmarks.doctor_eval.fetch`) it runs doctor on the
 target folder and on the `module:app` entry, ruff `--select ASYNC` and ty-async's transitive mode, and
