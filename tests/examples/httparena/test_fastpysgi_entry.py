@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 from benchmarks.bench_httparena import validate
 from benchmarks.httparena.entries import entries
@@ -25,3 +26,16 @@ def test_fastpysgi_asgi_passes_httparena_s_checks_of_the_profiles_without_connec
     entry = entries()["fastpysgi-asgi"]
     entry.prepare()
     assert validate(entry, profile, entry_env(arena_database), 1, tmp_path) == []
+
+
+def test_checking_fastpysgi_asgi_with_workers_leaves_none_of_them_running(arena_database: str, tmp_path: Path) -> None:
+    # Its workers outlive a SIGTERM to the process the bench started; left, they spin on a CPU the bench measures.
+    entry = entries()["fastpysgi-asgi"]
+    entry.prepare()
+    assert validate(entry, "json", entry_env(arena_database), 2, tmp_path) == []
+    (log,) = tmp_path.glob("validate-*.log")
+    port = log.stem.rsplit("-", 1)[1]
+    left = [p for p in psutil.process_iter(["cmdline"]) if port in (p.info["cmdline"] or []) and p.is_running()]
+    for process in left:  # not left behind by a failing run either
+        process.kill()
+    assert [process.pid for process in left] == []
