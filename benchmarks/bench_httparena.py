@@ -34,12 +34,13 @@ import statistics
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
+import psutil
 
 from benchmarks._common import REPO, bench_env
 from benchmarks.httparena import validation
@@ -147,7 +148,16 @@ def validate(entry: Entry, profile: str, env: dict[str, str], workers: int, work
             found.append(f"the server was killed by signal {-code} during the checks")
         return found
     finally:
+        # fastpysgi's workers outlive a SIGTERM to their parent, and keep spinning: stopped as the lab stops
+        # its servers' children.
+        try:
+            children = psutil.Process(server.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
         server.stop()
+        for child in children:
+            with suppress(psutil.Error):
+                child.kill()
 
 
 def _quote(text: str) -> str:
