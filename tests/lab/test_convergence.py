@@ -361,3 +361,4 @@ def test_a_search_whose_every_bisection_fails_at_first_still_brackets_the_capaci
     )
     text = markdown(with_judgements(Results(ladder="l", created="now", claims=[], rungs=[searched("busy", result)])))
     assert f"; bracketed: {result.reached}" in text, "the report says the precision reached"
+    assert f"- **search**: {result.reached}" in text, "and so do the rung's details"
