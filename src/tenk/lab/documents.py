@@ -276,6 +276,9 @@ class CapacityResult(Document):
     elapsed_s: float
     steps: list[Step] = Field(default_factory=list)
     stopped: str = ""
+    # Where the search left the capacity, converged or not: the last pass and the lowest confirmed failure,
+    # how far apart, for what precision (the precision reached, beside the one asked). "" in older files.
+    reached: str = ""
 
     @property
     def unconverged(self) -> str:

@@ -43,10 +43,19 @@ def bracket_steps(first_rate: float, ceiling: float, precision: float, confirm_f
     """The steps a bracket search needs to find a capacity up to `ceiling` from `first_rate`: the first step,
     one per growth by `GROWTH` until a rate above the capacity fails, then bisections until the bracket
     (`GROWTH` - 1 of the pass wide) is within `precision`; with `confirm_failures`, the first failure and
-    every other bisection's failure measured again (a bisection fails about half the time)."""
+    every bisection's measured again.
+
+    Sized for the worst case, every bisection's first measurement failing, not for the half a quiet
+    machine fails: near the capacity a step's p99 is at its most fragile, and on a busy machine a
+    neighbour's burst fails most first measurements there, whether the second passes (a stall) or fails
+    too. Sized for half, brief runs of the shipped ladders on a loaded machine of two cores ran out of
+    steps one bisection short. The bound is loose, never a cost paid when not needed: a search stops as
+    soon as it brackets the capacity, so a quiet machine spends the same steps as before. Skipping the
+    second look, for a failure near the last pass or when the steps run short, would save steps by
+    letting a stall set the ceiling, which is what the second look is for."""
     growth = max(0, math.ceil(math.log(max(ceiling, first_rate) / first_rate, GROWTH) - 1e-9))
     bisections = max(0, math.ceil(math.log2((GROWTH - 1) / precision) - 1e-9))
-    confirmations = 1 + math.ceil(bisections / 2) if confirm_failures else 0
+    confirmations = 1 + bisections if confirm_failures else 0
     return 1 + growth + bisections + confirmations
 
 
@@ -179,7 +188,7 @@ def grow(plan: SearchPlan, rate: float, server: ServerSample, misled: int = 0) -
 
 
 def _bracket(low: float, high: float | None, precision: float) -> str:
-    """Where an unfinished search left the capacity, in words."""
+    """Where a search left the capacity, in words: for one that converged, the precision it reached."""
     if high is None:
         return f"every rate passed, up to {low:,.0f} req/s"
     if low == 0:
@@ -257,4 +266,5 @@ def search(plan: SearchPlan, measure: Measure, judge: Judge | None = None) -> Ca
         elapsed_s=round(time.monotonic() - started, 1),
         steps=steps,
         stopped=stopped,
+        reached=_bracket(low, high, plan.precision),
     )

@@ -102,7 +102,13 @@ def markdown(results: Results) -> str:
     if steps:
         parts.append("\n## Capacity search steps\n")
         for label, search in searched:
-            parts.append(f"\n**{label}**: {search.plan}\n\n")
+            # The precision reached, beside the one the plan asked for: a search that converged says how
+            # near it bracketed the capacity, one that did not says where it stopped.
+            if search.unconverged:
+                outcome = f"; did not converge: {search.unconverged}"
+            else:
+                outcome = f"; bracketed: {search.reached}" if search.reached else ""
+            parts.append(f"\n**{label}**: {search.plan}{outcome}\n\n")
         rows = [
             {
                 "rung": label,

@@ -62,6 +62,7 @@ def rung_rows(results: Results) -> list[dict[str, str]]:
                 "changed": rung.changed,
                 "measure": "capacity req/s" if metric == "capacity" else "RPS",
                 "value": f"{prefix}{value:,.0f}{interval}",
+                "search": _search_cell(rung),
                 "limited by, and why": _bottleneck_cell(rung),
                 _BUDGET: _budget_cell(rung),
                 _THROTTLED: _throttled_cell(server),
@@ -156,6 +157,18 @@ def _beside_value(row: dict[str, str]) -> dict[str, str]:
         if key == "value":
             ordered[_INGEST] = row[_INGEST]
     return ordered
+
+
+def _search_cell(rung: RungResult) -> str:
+    """Where each repeat's capacity search left it: the precision it reached beside the one it asked for,
+    or why it did not converge; "-" for a rung without a search (or from before `reached` was recorded)."""
+    searches = [repeat.capacity for repeat in rung.repeats or [rung] if repeat.capacity is not None]
+    said = [search.reached if search.converged else f"did not converge: {search.unconverged}" for search in searches]
+    if not any(said):
+        return "-"
+    if len(said) == 1:
+        return said[0]
+    return "; ".join(f"repeat {k}: {text or '-'}" for k, text in enumerate(said, 1))
 
 
 def _fmt(value: float | None, spec: str) -> str:
