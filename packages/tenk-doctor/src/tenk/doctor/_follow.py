@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 
 from tenk.doctor._findings import Step
 from tenk.doctor._libraries import blocking_family
-from tenk.doctor._names import Instance, Layer, Resolved, Scope, Wrapped, dotted, is_property, scope_of
+from tenk.doctor._names import (
+    Instance,
+    Layer,
+    Resolved,
+    Scope,
+    Wrapped,
+    dispatched_by_name,
+    dotted,
+    is_property,
+    is_stub,
+    scope_of,
+)
 from tenk.doctor._project import ClassInfo, Function, Module, Project, children
 
 DEFAULT_DEPTH = 4
@@ -163,6 +174,12 @@ class Graph:
             sites.append(CallSite(call, callee, awaited))
             if isinstance(callee, Function):
                 sites.extend(CallSite(call, override, awaited) for override in scope.overrides(callee))
+            elif function.owner is not None and dispatched_by_name(function, call):
+                # `getattr(self, kind)(...)`: any of the class's abstract methods, as each subclass
+                # implements it.
+                for stub in function.owner.methods.values():
+                    if stub is not function and is_stub(stub):
+                        sites.extend(CallSite(call, override, awaited) for override in scope.overrides(stub))
         for read in found.reads:
             owner = scope.type_of(read.value)
             getter = scope.method(owner, read.attr) if isinstance(owner, ClassInfo) else None
