@@ -1,8 +1,9 @@
 """The shapes real apps are built from, each reached from an `async def` route with its full chain:
 a module-level repository, classmethods through `cls.`, a `@contextmanager` session, a dependency
 factory, clients on `app.state`, a dict-like wrapper, a base-class return, a function passed as an
-argument, an attribute given a client only when configured, `Path(...) / name`, tempfile, and routes
-registered from a list or in a loop.
+argument, an attribute given a client only when configured, `Path(...) / name`, tempfile, routes
+registered from a list or in a loop, a dependency parameter with no annotation, and a base type whose
+method dispatches by name to what its subclasses implement.
 
 The `real_patterns` fixture is one package (`shop`, with folders that have no `__init__.py`), analysed
 as a directory and as `shop.main:app`. Its `api/offloaded.py` makes the same calls handed to a thread or
@@ -126,11 +127,16 @@ def test_each_exporter_behind_a_base_class_return_is_reported_with_its_own_chain
         # Inherited from a mixin named before the base class.
         "shutil.move",
     }
+    subclasses = {"ZipExporter.export", "TarExporter.export", "S3Exporter.export", "LocalFilesMixin.export"}
     for finding in exports:
-        assert _chain(finding) == [
+        # The chain ends in the subclass's method, named by its definition: the call names the base's.
+        *route, (method, code) = _chain(finding)
+        assert route == [
             ("export", "async def export(kind: str, request: Request):"),
             ("export", 'return {"name": get_exporter(kind).export("orders", await request.body())}'),
         ]
+        assert method in subclasses
+        assert code.startswith("def export(")
 
 
 def test_an_attribute_that_holds_a_sync_client_only_when_configured_is_that_client(report: Report) -> None:
@@ -168,6 +174,48 @@ def test_routes_registered_from_a_list_or_in_a_loop_are_routes(report: Report) -
         assert f"route `{route}`" in _blocking(report, "main.py", code).message
 
 
+def test_an_unannotated_dependency_parameter_is_what_its_dependency_returns_or_yields(report: Report) -> None:
+    # `ledger=Depends(get_ledger)`: `get_ledger` returns a module-level `Optional[Ledger]` that a
+    # `global` assignment fills in; `ledger_scope` yields a new one; `Annotated[Any, Depends(...)]`.
+    for code, route, call in [
+        ("select sum(amount) from entries", "balance", 'return {"balance": ledger.balance(account)}'),
+        ("select * from entries", "entries", "return ledger.entries(account)"),
+        ("update accounts set closed = true", "close_account", "ledger.close(account)"),
+    ]:
+        query = _blocking(report, "ledger.py", code)
+        assert callee(query) == "sqlalchemy.orm.Session().execute"
+        assert _chain(query)[0][0] == route
+        assert _chain(query)[-1] == (route, call)
+
+
+def test_a_method_dispatched_by_name_on_a_base_type_runs_each_subclass_implementation(report: Report) -> None:
+    # `runtime: Runtime`, whose `run_action` calls `getattr(self, action.kind)(action)`: one subclass
+    # overrides `run_action` itself, another implements the abstract `read` it dispatches to.
+    post = _blocking(report, "runtimes.py", "requests.post(")
+    assert _chain(post) == [
+        ("sandbox_file", "async def sandbox_file(path: str):"),
+        ("sandbox_file", 'return {"content": runtime.run_action(Action("read", path))}'),
+        ("RemoteRuntime.run_action", "return self._send(action)"),
+    ]
+    read = _blocking(report, "runtimes.py", "with open(path) as handle:")
+    assert _chain(read) == [
+        ("sandbox_file", "async def sandbox_file(path: str):"),
+        ("sandbox_file", 'return {"content": runtime.run_action(Action("read", path))}'),
+        ("Runtime.run_action", "return getattr(self, action.kind)(action)"),
+        ("LocalRuntime.read", "return self._slurp(action.path)"),
+    ]
+
+
+def test_a_dispatch_by_name_runs_only_the_abstract_methods_that_take_its_arguments(report: Report) -> None:
+    # `getattr(self, action.kind)(action)` passes one argument: `close(self)` takes none.
+    assert not [f for f in report.findings if f.path.name == "runtimes.py" and "requests.delete" in f.code]
+
+
+def test_a_concrete_base_method_is_not_followed_into_a_subclass_override(report: Report) -> None:
+    # `runtime.describe()` on the base type runs `Runtime.describe`, which does no I/O.
+    assert not [f for f in report.findings if f.path.name == "runtimes.py" and "sandbox.example/about" in f.code]
+
+
 def test_the_same_calls_handed_to_a_thread_or_in_a_def_route_are_no_blocking_call(report: Report) -> None:
     from_offloaded = [f for f in report.findings if f.chain and f.chain[0].path.name == "offloaded.py"]
     assert [f.rule for f in from_offloaded] == ["sync-route"]
@@ -196,7 +244,9 @@ def test_a_backend_module_picked_by_a_setting_string_is_followed_from_its_interf
     assert _chain(write) == [
         ("put_blob", "async def put_blob(key: str, body: bytes):"),
         ("put_blob", "await get_storage().save(key, body)"),
+        ("Backend.save", "async def save(self, key: str, data: bytes) -> None:"),
     ]
+    assert write.chain[-1].path.name == "disk.py"
 
 
 def test_a_router_named_only_by_a_string_in_a_feature_table_is_examined(report: Report) -> None:

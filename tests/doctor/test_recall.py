@@ -135,7 +135,12 @@ def test_each_subclass_behind_a_base_class_return_is_reported_with_its_own_block
         "minio.Minio().put_object",
     }
     for finding in (f for f in recall.findings if f.path.name == "storage.py"):
-        assert _chain(finding)[-1] == ("upload", "get_storage().save(name, await request.body())")
+        *route, (method, code) = _chain(finding)
+        assert route[-1] == ("upload", "get_storage().save(name, await request.body())")
+        # The subclass whose method blocks, by its definition: the call names the base's.
+        assert method.endswith(".save")
+        assert not method.startswith("Storage.")
+        assert code.startswith("def save(")
 
 
 def test_a_wrapping_decorator_is_followed_through_its_wrapper_to_the_function(recall: Report) -> None:

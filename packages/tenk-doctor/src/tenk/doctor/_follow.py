@@ -15,7 +15,18 @@ from dataclasses import dataclass, field
 
 from tenk.doctor._findings import Step
 from tenk.doctor._libraries import blocking_family
-from tenk.doctor._names import Instance, Layer, Resolved, Scope, Wrapped, dotted, is_property, scope_of
+from tenk.doctor._names import (
+    Instance,
+    Layer,
+    Resolved,
+    Scope,
+    Wrapped,
+    dispatched_by_name,
+    dotted,
+    is_property,
+    is_stub,
+    scope_of,
+)
 from tenk.doctor._project import ClassInfo, Function, Module, Project, children
 
 DEFAULT_DEPTH = 4
@@ -34,6 +45,9 @@ class CallSite:
     # awaited call is an async client's (prefect annotates its AsyncSession as `sa.orm.Session`). So is
     # what `async with` enters and `async for` iterates.
     awaited: bool = False
+    # The callee is a subclass's implementation of the method the call names on a base type: the chain
+    # names it, with its definition, as the class that runs is chosen at run time.
+    overriding: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,7 +176,13 @@ class Graph:
             awaited = id(call) in found.awaited
             sites.append(CallSite(call, callee, awaited))
             if isinstance(callee, Function):
-                sites.extend(CallSite(call, override, awaited) for override in scope.overrides(callee))
+                sites.extend(CallSite(call, override, awaited, True) for override in scope.overrides(callee))
+            elif function.owner is not None and dispatched_by_name(function, call):
+                # `getattr(self, kind)(...)`: any of the class's abstract methods, as each subclass
+                # implements it.
+                for stub in function.owner.methods.values():
+                    if stub is not function and is_stub(stub):
+                        sites.extend(CallSite(call, m, awaited, True) for m in self._dispatched(scope, stub, call))
         for read in found.reads:
             owner = scope.type_of(read.value)
             getter = scope.method(owner, read.attr) if isinstance(owner, ClassInfo) else None
@@ -174,11 +194,27 @@ class Graph:
             if isinstance(kind, ClassInfo):
                 method = scope.method(kind, dunder)
                 if method is not None:
-                    sites.extend(CallSite(node, m, awaited) for m in [method, *scope.overrides(method)])
+                    sites.append(CallSite(node, method, awaited))
+                    sites.extend(CallSite(node, m, awaited, True) for m in scope.overrides(method))
             elif isinstance(kind, str) and blocking_family(f"{kind}().{dunder}") is not None:
                 sites.append(CallSite(node, f"{kind}().{dunder}", awaited))
         self._calls[key] = sites
         return sites
+
+    def _dispatched(self, scope: Scope, stub: Function, call: ast.Call) -> list[Function]:
+        """The implementations of an abstract method that `getattr(self, name)(...)` may call: only those
+        of one that takes the call's positional arguments (`run_action`'s `getattr(self, kind)(action)`
+        runs `read(self, action)`, never `close(self)`)."""
+        args = stub.node.args
+        positional = len(args.posonlyargs) + len(args.args) - 1
+        given = len(call.args)
+        if any(isinstance(a, ast.Starred) for a in call.args):
+            return scope.overrides(stub)
+        if given > positional and args.vararg is None:
+            return []
+        if given < positional - len(args.defaults):
+            return []
+        return scope.overrides(stub)
 
     def runs_on_loop(self, function: Function) -> bool:
         """Whether the framework's call of `function` runs on the event loop: an `async def`, or one
@@ -255,7 +291,8 @@ class Graph:
                     if (id(callee), passed, then) in seen or skipped(callee):
                         continue
                     seen.add((id(callee), passed, then))
-                    reached = (*chain, step(function, site.node), *via)
+                    entered = (step(callee, callee.node),) if site.overriding else ()
+                    reached = (*_calling(chain, function), step(function, site.node), *entered, *via)
                     queue.append((callee, reached, level + 1, passed, then))
                     if level + 1 >= depth or not isinstance(site.node, ast.Call):
                         continue
@@ -427,6 +464,15 @@ class Graph:
         else:
             return []
         return [(method, ())] if method is not None else []
+
+
+def _calling(chain: tuple[Step, ...], function: Function) -> tuple[Step, ...]:
+    """The chain to `function` before one of its calls: without the step that names an override by
+    its definition (kept only where the chain ends in it), as the call's own step names it then."""
+    last = chain[-1]
+    if len(chain) > 1 and last.function == function.qualname and last.line == function.node.lineno:
+        return chain[:-1]
+    return chain
 
 
 def _through(layers: tuple[Layer, ...], function: Function) -> list[tuple[Function, tuple[Step, ...]]]:

@@ -154,6 +154,28 @@ def is_stub(function: Function) -> bool:
     return True
 
 
+def dispatches_by_name(function: Function) -> bool:
+    """A method that calls one of its own instance's methods chosen by a run-time name:
+    `getattr(self, action.kind)(action)`."""
+    return any(dispatched_by_name(function, node) for node in function.nodes if isinstance(node, ast.Call))
+
+
+def dispatched_by_name(function: Function, call: ast.Call) -> bool:
+    """`call` is `getattr(<the method's receiver>, <not a constant>)(...)`."""
+    params = _params(function)
+    inner = call.func
+    return (
+        function.owner is not None
+        and bool(params)
+        and isinstance(inner, ast.Call)
+        and _calls_name(inner, "getattr")
+        and len(inner.args) >= 2
+        and isinstance(inner.args[0], ast.Name)
+        and inner.args[0].id == params[0].arg
+        and not isinstance(inner.args[1], ast.Constant)
+    )
+
+
 def is_property(function: Function) -> bool:
     """`@property` (not `cached_property`: what it builds, it builds once)."""
     return "property" in _decorator_names(function)
@@ -414,9 +436,11 @@ class Scope:
         return self.memo.descendants[id(info)]
 
     def overrides(self, method: Function) -> list[Function]:
-        """An abstract method's implementations in the subclasses of its class: what a call of it runs."""
+        """An abstract method's implementations in the subclasses of its class: what a call of it runs.
+        A base method that dispatches by name (`getattr(self, kind)(...)`) counts as abstract: the class
+        chosen at run time decides what it runs, so each subclass's override is a candidate."""
         owner = method.owner
-        if owner is None or not is_stub(method):
+        if owner is None or not (is_stub(method) or dispatches_by_name(method)):
             return []
         # A subclass's own method, or the one it inherits from a mixin named before the base
         # (`class SqlStore(SqlMixin, Store)`).
@@ -675,11 +699,37 @@ class Scope:
         if name in module.functions or name in module.classes:
             return None
         if name in module.assigns:
-            return self.at(module).type_of(module.assigns[name])
+            found = self.at(module).type_of(module.assigns[name])
+            if found is not None:
+                return found
         if name in module.imports:
             split = self.project.split(module.imports[name])
             if split is not None and len(split[1]) == 1:
                 return self.module_type(split[0], split[1][0])
+        return self._declared(module, name)
+
+    def _declared(self, module: Module, name: str) -> Type | None:
+        """A module-level name bound at run time: `_manager: Optional[Manager] = None`, filled in by an
+        `init()` that declares it `global`. Its annotation, else what such a function assigns it."""
+        top = self.at(module)
+        for statement in module.tree.body:
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and statement.target.id == name
+            ):
+                found = top.annotation_type(statement.annotation)
+                if found is not None:
+                    return found
+        for function in module.all_functions:
+            if not any(isinstance(n, ast.Global) and name in n.names for n in function.nodes):
+                continue
+            scope = self.at(module, function)
+            for node in function.nodes:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                    found = scope.type_of(node.value)
+                    if found is not None:
+                        return found
         return None
 
     def _kept(self, cache: dict[_K, _V], key: _K, compute: Callable[[], _V], empty: _V) -> _V:
@@ -774,6 +824,8 @@ class Scope:
         if isinstance(expr, ast.Subscript):
             base = self.resolve(expr.value, depth + 1)
             inner = expr.slice.elts[0] if isinstance(expr.slice, ast.Tuple) and expr.slice.elts else expr.slice
+            if base == "typing.Annotated" and isinstance(expr.slice, ast.Tuple):
+                return self._annotated(inner, expr.slice.elts[1:], depth + 1)
             if base in _UNWRAPPED or (isinstance(base, str) and base.startswith("collections.abc.")):
                 return self.annotation_type(inner, depth + 1)
             return self.annotation_type(expr.value, depth + 1)
@@ -786,6 +838,19 @@ class Scope:
             if isinstance(resolved, ClassInfo | str):
                 return resolved
         return None
+
+    def _annotated(self, inner: ast.expr, metadata: list[ast.expr], depth: int) -> Type | None:
+        """`Annotated[T, Depends(get_db)]`: T when it is an own class, else (`Annotated[Any, ...]`, a
+        library type) what the dependency gives, when that can be told; else T."""
+        written = self.annotation_type(inner, depth + 1)
+        if isinstance(written, ClassInfo):
+            return written
+        for extra in metadata:
+            if isinstance(extra, ast.Call) and extra.args and self.resolve(extra.func, depth + 1) in DEPENDS:
+                given = self._call_type(extra, depth + 1)
+                if given is not None:
+                    return given
+        return written
 
     def _alias(self, expr: ast.Name | ast.Attribute, depth: int) -> tuple[Module, ast.expr] | None:
         """A module-level type alias (`Db = Annotated[Connection, Depends(get_db)]`) the name refers to."""
