@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.bench_httparena import READY_PATH, arena_postgres, entry_env
 from benchmarks.httparena.arena import REQUESTS
-from benchmarks.httparena.entries import VENV_BIN, entries
+from benchmarks.httparena.entries import entries
 from benchmarks.httparena.profiles import PROFILES
 from tenk.stack import start_http_server
 
@@ -100,6 +100,17 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
+def switches(pids: list[int]) -> int:
+    """Voluntary context switches (a thread that waits) so far, over every thread of `pids`: the wake-ups."""
+    total = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
 def _count(pids: list[int], seconds: float | None, work: object = None) -> dict[str, int]:
     """strace's call counts over every thread of `pids`, while `work()` runs (or for `seconds`)."""
     with tempfile.NamedTemporaryFile(prefix="strace-", suffix=".txt", delete=False) as out:
@@ -123,14 +134,11 @@ def _count(pids: list[int], seconds: float | None, work: object = None) -> dict[
 
 
 def _command(name: str) -> list[str]:
-    """An entry's command line, one worker; `tenk-uvicorn` is tenk's entry served as HttpArena's uvicorn one is."""
-    if name == "tenk-uvicorn":
-        folder = str(entries()["tenk"].folder)
-        uvicorn = [str(VENV_BIN / "uvicorn"), "app:app", "--app-dir", folder, "--host", "127.0.0.1", "--port", "{port}"]
-        return [*uvicorn, "--loop", "uvloop", "--http", "httptools", "--log-level", "critical", "--no-access-log"]
-    entry = entries()[name]
+    """An entry's command line, one worker; `tenk-granian` is tenk's entry on granian (TENK_SERVER)."""
+    entry = entries()["tenk" if name == "tenk-granian" else name]
     entry.prepare()
-    return [part.replace("{workers}", "1") for part in entry.command()]
+    command = [part.replace("{workers}", "1") for part in entry.command()]
+    return ["env", "TENK_SERVER=granian", *command] if name == "tenk-granian" else command
 
 
 def measure(
@@ -149,11 +157,53 @@ def measure(
         per_connection = PROFILES["api-4"].requests_per_connection
         drive(port, 200, rate * 4, per_connection)  # warm: pools filled, code paths run once
         pids = _tree(server.process.pid)
+        before = switches(pids)
+        drive(port, count, rate, per_connection)
+        print(f"## {name}: {(switches(pids) - before) / count:.2f} voluntary context switches a request, untraced")
         busy = _count(pids, None, lambda: drive(port, count, rate, per_connection))
         idle = _count(pids, count / rate)
         return busy, idle
     finally:
         server.stop()
+
+
+def _callgrind_total(folder: Path) -> int:
+    """The instructions of every process of the server, start to end."""
+    total = 0
+    for dump in folder.glob("callgrind.*"):
+        match = re.search(r"^summary: (\d+)$", dump.read_text(errors="replace"), re.MULTILINE)
+        total += int(match[1]) if match else 0
+    return total
+
+
+def _whole_run(name: str, dsn: str, workdir: Path, count: int, rate: float, extra: dict[str, str]) -> int:
+    """Instructions of one server's whole life under callgrind (start, `count` requests, stop)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"callgrind-{name}-", dir=workdir))
+    valgrind = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={folder}/callgrind.%p"]
+    command = _command(name)
+    server, base_url = start_http_server(
+        name,
+        lambda port: ["taskset", "-c", "0", *valgrind, *(part.replace("{port}", str(port)) for part in command)],
+        lambda port: workdir / f"{name}-callgrind-{port}.log",
+        health_path=READY_PATH,
+        timeout=600,
+        env={**entry_env(dsn, workdir), "TENK_WORKERS": "1", **extra},
+    )
+    try:
+        drive(int(base_url.rsplit(":", 1)[1]), count, rate, PROFILES["api-4"].requests_per_connection)
+    finally:
+        server.stop()
+    return _callgrind_total(folder)
+
+
+def instructions(name: str, dsn: str, workdir: Path, count: int, rate: float, extra: dict[str, str]) -> float:
+    """User-space instructions a request costs the whole server (HTTP server included): callgrind over every
+    process of it, for two runs that differ only in their number of requests, so that start-up and
+    shutdown cancel out. (Switching callgrind on for the requests alone, by `callgrind_control`, does not
+    reach granian's processes.) The timers of the extra seconds the longer run lasts are in the figure."""
+    few = _whole_run(name, dsn, workdir, 40, rate, extra)
+    many = _whole_run(name, dsn, workdir, 40 + count, rate, extra)
+    return (many - few) / count
 
 
 def main() -> None:
@@ -162,6 +212,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=800)
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="e.g. GRANIAN_LOOP=uvloop")
+    parser.add_argument("--callgrind", action="store_true", help="count instructions instead of system calls")
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     os.sched_setaffinity(0, {1})
@@ -169,6 +220,10 @@ def main() -> None:
         workdir = Path(folder)
         with arena_postgres(workdir) as dsn:
             for name in args.entries:
+                if args.callgrind:
+                    figure = instructions(name, dsn, workdir, args.requests, args.rate, extra)
+                    print(f"## {name}: {figure:,.0f} instructions a request, the whole server")
+                    continue
                 busy, idle = measure(name, dsn, workdir, args.requests, args.rate, extra)
                 total = sum(busy.values()) - sum(idle.values())
                 print(
