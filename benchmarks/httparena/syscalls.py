@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from benchmarks.bench_httparena import READY_PATH, arena_postgres, entry_env
+from benchmarks.bench_httparena import READY_PATH, arena_postgres, entry_env, static_dir
 from benchmarks.httparena.arena import REQUESTS
 from benchmarks.httparena.entries import entries
 from benchmarks.httparena.profiles import PROFILES
@@ -218,7 +218,7 @@ def main() -> None:
     os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="httparena-syscalls-") as folder:
         workdir = Path(folder)
-        with arena_postgres(workdir) as dsn:
+        with arena_postgres(workdir) as dsn, static_dir():  # the fastapi entry mounts /data/static
             for name in args.entries:
                 if args.callgrind:
                     figure = instructions(name, dsn, workdir, args.requests, args.rate, extra)
