@@ -54,6 +54,8 @@ class Entry:
     # Its own environment's requirements (requirements.txt lines); () for tenk's, which is the lab's.
     requirements: tuple[str, ...] = ()
     kind: str = "uvicorn"  # how its folder serves: "tenk" (serve.sh), "uvicorn", "fastpysgi"
+    # serve.sh's server for a "tenk" entry (TENK_SERVER): granian, its default, or uvicorn.
+    server: str = "granian"
 
     @property
     def venv(self) -> Path:
@@ -62,7 +64,10 @@ class Entry:
     def command(self) -> list[str]:
         """Its command line for the lab (`command` of a rung): {port} and {workers} are the lab's to fill."""
         if self.kind == "tenk":
-            env = f"PATH={shlex.quote(str(VENV_BIN))}:$PATH HOST=127.0.0.1 PORT={{port}} TENK_WORKERS={{workers}}"
+            env = (
+                f"PATH={shlex.quote(str(VENV_BIN))}:$PATH HOST=127.0.0.1 PORT={{port}} TENK_WORKERS={{workers}} "
+                f"TENK_SERVER={shlex.quote(self.server)}"
+            )
             return ["sh", "-c", f"cd {shlex.quote(str(self.folder))} && {env} exec sh serve.sh"]
         if self.kind == "fastpysgi":
             serve = str(HERE / "serve_fastpysgi.py")
@@ -107,6 +112,9 @@ def entries() -> dict[str, Entry]:
     crud = HERE / "fastapi_crud"
     return {
         "tenk": Entry("tenk", TENK_ENTRY, (*API_PROFILES, "crud"), kind="tenk"),
+        # The same entry on uvicorn: fewer wake-ups a request than granian, more instructions
+        # (docs/httparena.md); measured beside it until a timing run says which serve.sh should start.
+        "tenk-uvicorn": Entry("tenk-uvicorn", TENK_ENTRY, (*API_PROFILES, "crud"), kind="tenk", server="uvicorn"),
         **arena,
         "fastapi-crud": Entry("fastapi-crud", crud, ("crud",), requirements(crud)),
     }

@@ -20,7 +20,7 @@ def arena_database(stack: Stack) -> str:
 
 @pytest.fixture(scope="module")
 def tenk_entry(arena_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """tenk's entry served by granian on that database; its base URL."""
+    """tenk's entry served as serve.sh serves it, on that database; its base URL."""
     server, base_url = start_tenk_entry(arena_database, tmp_path_factory.mktemp("entry"))
     try:
         yield base_url

@@ -28,10 +28,23 @@ from tenk.platform.lane.derive import UNRECOGNISED, LaneRoute, hot_routes, is_js
 HotCall = tuple[LaneRoute, list[Any]]
 
 
+def query_pairs(query: str) -> list[tuple[str, str]]:
+    """`parse_qsl(query, keep_blank_values=True)`, Starlette's split: without a `%` or a `+` nothing is
+    unquoted, and the split alone gives the same pairs without parse_qsl's per-field unquoting calls."""
+    if "%" in query or "+" in query:
+        return parse_qsl(query, keep_blank_values=True)
+    pairs = []
+    for field in query.split("&"):
+        if field:  # parse_qsl skips an empty field (`a=1&&b=2`), and reads `a` as ("a", "")
+            key, _, value = field.partition("=")
+            pairs.append((key, value))
+    return pairs
+
+
 def _query_arguments(route: LaneRoute, scope: Scope, args: list[Any]) -> bool:
     # The same split as Starlette's QueryParams; unknown keys are ignored there too.
     given: dict[str, str] = {}
-    for key, value in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
+    for key, value in query_pairs(scope["query_string"].decode("latin-1")):
         if key in given and key in route.query_keys:
             return False  # a declared parameter twice: FastAPI's to judge
         given[key] = value
