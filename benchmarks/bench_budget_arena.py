@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--entries", nargs="*", default=list(ENTRIES), choices=ENTRIES)
     parser.add_argument("--endpoints", nargs="*", default=list(ENDPOINTS), choices=ENDPOINTS)
     parser.add_argument("--json", type=Path, help="also write the figures (medians of the rounds) here")
+    parser.add_argument("--keep-dumps", type=Path, help="copy callgrind's dumps here (for callgrind_annotate)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="tenk-bench-budget-arena-"))
     runs: dict[str, dict[str, list[float]]] = {entry: {name: [] for name in args.endpoints} for entry in args.entries}
@@ -81,6 +82,10 @@ def main() -> None:
                 for entry in args.entries:
                     for endpoint in args.endpoints:
                         runs[entry][endpoint].append(measure(entry, endpoint, env, workdir))
+                        if args.keep_dumps:
+                            args.keep_dumps.mkdir(parents=True, exist_ok=True)
+                            for dump in workdir.glob(f"callgrind-{entry}-{endpoint}.*"):
+                                shutil.copy(dump, args.keep_dumps / f"{dump.name}.round{number}")
                         print(f"round {number}: {entry} {endpoint} {runs[entry][endpoint][-1]:,.0f}", file=sys.stderr)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
