@@ -206,7 +206,8 @@ class ReadCache:
         self.missing: TtlCache[int, Reply] = TtlCache(settings.local_max_items, settings.negative_ttl_s, clock)
         self.ceiling = IdCeiling(self._highest_id, settings.negative_ttl_s, clock)
         self.replicas = replicas or Replicas([])
-        self.loads: SingleFlight[int, Reply] = SingleFlight()
+        # Inline: a lone miss costs no task; a reader cancelled before its fill leaves none (see SingleFlight).
+        self.loads: SingleFlight[int, Reply] = SingleFlight(own_task=False)
         self.rows: TurnBatch[int, Row] = batched_rows(
             pg, spec.load_one, spec.load_many, self.metrics.db_batch_size.observe
         )
@@ -254,7 +255,8 @@ class ReadCache:
 
     async def load(self, item_id: int) -> Reply:
         """The item's answer past this process's caches (`cached`), which keep it."""
-        if await self.ceiling.beyond(item_id):
+        # An id within the ceiling needs no coroutine to say so.
+        if item_id > self.ceiling.highest and await self.ceiling.beyond(item_id):
             self.metrics.past_ceiling.inc()
             return self.not_found
         return await self.loads.do(item_id, lambda: self._load(item_id))
