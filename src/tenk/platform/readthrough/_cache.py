@@ -229,6 +229,8 @@ class ReadCache:
             track_lsn=bool(self.replicas),
             ack_timeout_s=settings.invalidation_ack_timeout_s,
         )
+        # With neither Redis nor an outbox, a write has no one else to tell: `_forget` was all of it.
+        self._tells_others = self.invalidator.broadcast is not None or self.invalidator.outbox is not None
         # For caches of answers that draw on many items (search pages): fed by the listener below.
         self.changes = Changes(clock)
 
@@ -381,7 +383,8 @@ class ReadCache:
         self._forget(item_id)
         self.changes.changed()
         self.metrics.invalidated_by_write.inc()
-        await self.invalidator.after_write(item_id)
+        if self._tells_others:
+            await self.invalidator.after_write(item_id)
 
     def _forget(self, item_id: int) -> None:
         """Drop what this process holds on an item just written: created, it may be past the ceiling.
