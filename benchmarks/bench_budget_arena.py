@@ -90,7 +90,7 @@ def main() -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     figures = {entry: {name: statistics.median(values) for name, values in by.items()} for entry, by in runs.items()}
-    print("| endpoint | " + " | ".join(args.entries) + " |")
+    print("| crud endpoint, instructions a request | " + " | ".join(args.entries) + " |")
     print("|---|" + "---:|" * len(args.entries))
     for endpoint in args.endpoints:
         print(f"| {endpoint} | " + " | ".join(f"{figures[e][endpoint]:,.0f}" for e in args.entries) + " |")
