@@ -26,19 +26,18 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any
 
 import orjson
 import uvloop
 
+from benchmarks.budget.asgi import Requests, Scope, request_scope
 from tenk.app import create_app
 from tenk.ingest import durability
 from tenk.ingest.worker import Worker
 from tenk.platform.readthrough import _invalidation as invalidation
 from tenk.settings import Settings
 
-Scope = dict[str, Any]
 BENCH_KEY = "tk_bench_budget"
 EVENT = {"source": "budget", "ts": "2026-01-01T00:00:00Z", "payload": {"user": 42, "action": "click", "path": "/p/7"}}
 TASK = {"title": "budget task", "notes": "written by bench_budget", "done": False}
@@ -46,81 +45,28 @@ BATCH = 500
 WARM_UP = 200
 
 
-def _scope(method: str, path: str, query: bytes = b"", body: bytes = b"") -> Scope:
-    headers = [(b"host", b"budget.test"), (b"authorization", f"Bearer {BENCH_KEY}".encode())]
-    if body:
-        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query,
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-
-
-class Requests:
-    """Calls the app as a server would, and checks the status of every answer."""
-
-    def __init__(self, app: Any, expected: int, plant_iterations: int = 0) -> None:
-        self.app = app
-        self.expected = expected
-        self.plant_iterations = plant_iterations
-
-    async def one(self, scope: Scope, body: bytes = b"") -> None:
-        if self.plant_iterations:
-            for _ in repeat(None, self.plant_iterations):
-                pass
-        status = 0
-        sent = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                await asyncio.Event().wait()  # a client that stays connected
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-
-        await self.app(dict(scope), receive, send)
-        if status != self.expected:
-            raise SystemExit(f"{scope['method']} {scope['path']}: {status}, expected {self.expected}")
-
-
 def _request_maker(path: str) -> tuple[Callable[[int], tuple[Scope, bytes]], int, int]:
     """(the n-th request, its expected status, the units each counts for: events for a batch)."""
     if path in ("cached_hit", "redis_hit", "uncached"):
         # The cached paths read a small hot set; the uncached one reads a different product each time.
         ids = 50 if path != "uncached" else 1500
-        return lambda n: (_scope("GET", f"/products/{1 + n % ids}"), b""), 200, 1
+        return lambda n: (request_scope(BENCH_KEY, "GET", f"/products/{1 + n % ids}"), b""), 200, 1
     if path == "ping":
-        return lambda n: (_scope("GET", "/ping"), b""), 200, 1
+        return lambda n: (request_scope(BENCH_KEY, "GET", "/ping"), b""), 200, 1
     if path == "task_create":
         body = orjson.dumps(TASK)
-        return lambda n: (_scope("POST", "/tasks", body=body), body), 201, 1
+        return lambda n: (request_scope(BENCH_KEY, "POST", "/tasks", body=body), body), 201, 1
     if path == "tasks_page":
-        return lambda n: (_scope("GET", "/tasks", b"limit=20"), b""), 200, 1
+        return lambda n: (request_scope(BENCH_KEY, "GET", "/tasks", b"limit=20"), b""), 200, 1
     if path == "search":
         words = [b"kettle", b"steel", b"lamp", b"wireless", b"cotton", b"oak", b"ceramic", b"travel"]
-        return lambda n: (_scope("GET", "/search", b"q=" + words[n % len(words)]), b""), 200, 1
+        return lambda n: (request_scope(BENCH_KEY, "GET", "/search", b"q=" + words[n % len(words)]), b""), 200, 1
     if path == "event":
         body = orjson.dumps(EVENT)
-        return lambda n: (_scope("POST", "/events", body=body), body), 202, 1
+        return lambda n: (request_scope(BENCH_KEY, "POST", "/events", body=body), body), 202, 1
     if path == "batch_event":
         body = orjson.dumps([EVENT] * BATCH)
-        return lambda n: (_scope("POST", "/events/batch", body=body), body), 202, BATCH
+        return lambda n: (request_scope(BENCH_KEY, "POST", "/events/batch", body=body), body), 202, BATCH
     raise SystemExit(f"unknown path {path!r}")
 
 
@@ -171,7 +117,7 @@ async def _measure_worker(rows: int, marks: Any) -> dict[str, float]:
     async with app.router.lifespan_context(app):
         client = Requests(app, 202)
         for _ in range(rows // BATCH):
-            await client.one(_scope("POST", "/events/batch", body=body), body)
+            await client.one(request_scope(BENCH_KEY, "POST", "/events/batch", body=body), body)
     stop = asyncio.Event()
     worker = _DrainingWorker(settings, "budget", rows, stop)
     marks.tenk_measure_start()

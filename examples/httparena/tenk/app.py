@@ -38,7 +38,7 @@ from tenk.platform import (
     install_error_handlers,
     postgres_is_down,
 )
-from tenk.platform.readthrough import CacheSettings, ReadCache, ReadThrough, Row, load_by_ids
+from tenk.platform.readthrough import CacheSettings, ReadCache, ReadThrough, load_by_id, load_by_ids
 
 DATASET_PATH = FilePath(os.environ.get("DATASET_PATH", "/data/dataset.json"))
 DATASET: list[dict[str, Any]] = orjson.loads(DATASET_PATH.read_bytes())
@@ -52,6 +52,7 @@ ITEM_JSON = """json_build_object('id', id, 'name', name, 'category', category, '
 COLUMNS = "id, name, category, price, quantity, active, tags, rating_score, rating_count"
 ASYNC_DB = f"""SELECT json_build_object('items', coalesce(json_agg({ITEM_JSON}), '[]'), 'count', count(*))::text
 FROM (SELECT {COLUMNS} FROM items WHERE price BETWEEN $1 AND $2 LIMIT $3) AS found"""
+ITEM_BY_ID = f"SELECT {ITEM_JSON}::text FROM items WHERE id = $1"
 ITEMS_BY_ID = f"SELECT id, {ITEM_JSON}::text FROM items WHERE id = ANY($1::int[])"
 PAGE = f"""SELECT json_build_object('items', coalesce(json_agg({ITEM_JSON} ORDER BY id), '[]'),
     'total', count(*), 'page', $4::bigint, 'limit', $2::int)::text
@@ -75,16 +76,15 @@ def body_int(body: bytes) -> int:
         raise InvalidInputError("the body must be an integer", field="body") from None
 
 
-load_items = load_by_ids(ITEMS_BY_ID)  # the items of the misses of one event-loop turn, in one query
-
-
-async def load_item(pg: asyncpg.Pool, item_id: int) -> Row:
-    return (await load_items(pg, [item_id])).get(item_id)
-
-
 # Writes go through this app, which invalidates after each: no outbox trigger on HttpArena's table.
 ITEMS = ReadThrough(
-    name="items", item="item", table="items", load_one=load_item, load_many=load_items, x_cache=True, outbox=False
+    name="items",
+    item="item",
+    table="items",
+    load_one=load_by_id(ITEM_BY_ID),  # a miss alone: one id, no array to encode
+    load_many=load_by_ids(ITEMS_BY_ID),  # the misses of one event-loop turn, in one query
+    x_cache=True,
+    outbox=False,
 )
 
 

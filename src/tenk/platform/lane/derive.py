@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import itertools
-import json
 import re
 import types
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Union, get_args, get_origin
 
 import annotated_types
+import orjson
 from fastapi import params
 from fastapi._compat import ModelField
 from fastapi.dependencies.models import Dependant
@@ -200,11 +200,14 @@ def _raw(body: bytes) -> bytes:
 
 def _model_parser(field: ModelField) -> BodyParser:
     """FastAPI's own steps for a JSON body of one model: Starlette's `json.loads`, then the route's own
-    field validated in Python mode; any failure is UNRECOGNISED, and FastAPI reads the body again."""
+    field validated in Python mode; any failure is UNRECOGNISED, and FastAPI reads the body again.
+
+    `orjson.loads` stands for `json.loads`: what it parses, `json.loads` parses to the same value, and
+    what it refuses (a BOM, UTF-16, NaN, an int past 64 bits) is FastAPI's to answer, with its own."""
 
     def parse(body: bytes) -> Any:
         try:
-            value, errors = field.validate(json.loads(body), {}, loc=("body",))
+            value, errors = field.validate(orjson.loads(body), {}, loc=("body",))
         except Exception:  # not JSON, not text, nested past the recursion limit: FastAPI's to answer
             return UNRECOGNISED
         return UNRECOGNISED if errors else value

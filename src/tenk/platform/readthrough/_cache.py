@@ -206,7 +206,8 @@ class ReadCache:
         self.missing: TtlCache[int, Reply] = TtlCache(settings.local_max_items, settings.negative_ttl_s, clock)
         self.ceiling = IdCeiling(self._highest_id, settings.negative_ttl_s, clock)
         self.replicas = replicas or Replicas([])
-        self.loads: SingleFlight[int, Reply] = SingleFlight()
+        # Inline: a lone miss costs no task; a reader cancelled before its fill leaves none (see SingleFlight).
+        self.loads: SingleFlight[int, Reply] = SingleFlight(own_task=False)
         self.rows: TurnBatch[int, Row] = batched_rows(
             pg, spec.load_one, spec.load_many, self.metrics.db_batch_size.observe
         )
@@ -228,6 +229,8 @@ class ReadCache:
             track_lsn=bool(self.replicas),
             ack_timeout_s=settings.invalidation_ack_timeout_s,
         )
+        # With neither Redis nor an outbox, a write has no one else to tell: `_forget` was all of it.
+        self._tells_others = self.invalidator.broadcast is not None or self.invalidator.outbox is not None
         # For caches of answers that draw on many items (search pages): fed by the listener below.
         self.changes = Changes(clock)
 
@@ -254,7 +257,8 @@ class ReadCache:
 
     async def load(self, item_id: int) -> Reply:
         """The item's answer past this process's caches (`cached`), which keep it."""
-        if await self.ceiling.beyond(item_id):
+        # An id within the ceiling needs no coroutine to say so.
+        if item_id > self.ceiling.highest and await self.ceiling.beyond(item_id):
             self.metrics.past_ceiling.inc()
             return self.not_found
         return await self.loads.do(item_id, lambda: self._load(item_id))
@@ -379,7 +383,8 @@ class ReadCache:
         self._forget(item_id)
         self.changes.changed()
         self.metrics.invalidated_by_write.inc()
-        await self.invalidator.after_write(item_id)
+        if self._tells_others:
+            await self.invalidator.after_write(item_id)
 
     def _forget(self, item_id: int) -> None:
         """Drop what this process holds on an item just written: created, it may be past the ceiling.
