@@ -59,14 +59,12 @@ system-deps:
 ## The local-cluster tests are apart (`make test-cluster`), to keep this within its 15 minutes; CI runs both.
 test: sync-dev system-deps lint typecheck pytest
 
-## The suite's directories that exercise the fast paths (tenk.platform.fast_paths) and the stock twins; what
-## test-lowest and test-stock run. The rest is the same code on either resolution or path.
-FAST_PATH_TESTS ?= tests/platform tests/catalog tests/tasks tests/search tests/ingest tests/test_settings.py \
-	tests/test_dependencies.py tests/test_smoke.py
 LOWEST := .venv-lowest
 ## The fast suite's tests run in as many pytest-xdist workers as there are CPUs, a test file to a worker (its
 ## module fixtures started once); each worker starts its own session stack on free ports.
 PARALLEL ?= -n auto --dist loadfile
+## The suite `make pytest`, test-lowest and test-stock run alike: all but the lab's long runs and the cluster's.
+SUITE := -m "not cluster and not slow"
 
 ## The suite on the lowest versions pyproject allows (uv's lowest-direct resolution) in $(LOWEST); uv.lock, which
 ## holds the newest, stays as it is. The declared lower bounds must really work.
@@ -76,13 +74,13 @@ test-lowest: sync-dev system-deps
 	  --python $(LOWEST)/bin/python --no-header --no-emit-package tenk -o $(LOWEST)/requirements.txt
 	$(UV) pip sync --quiet --python $(LOWEST)/bin/python $(LOWEST)/requirements.txt
 	$(UV) pip install --quiet --python $(LOWEST)/bin/python --no-deps --editable .
-	$(LOWEST)/bin/pytest $(PARALLEL) -m "not cluster and not slow" $(FAST_PATH_TESTS)
+	$(LOWEST)/bin/pytest $(PARALLEL) $(SUITE)
 
 ## The suite with every fast path's stock twin (TENK_STOCK_PATHS=1: FastAPI's routing, the libraries' own pools
 ## and metric writes), in-process apps and spawned `tenk serve` processes alike (harness/stack.py passes it on).
-## tests/platform/lane is left out: its tests are the lane's own, which the switch turns off.
+## A test of a fast path itself is marked `fast_path(...)` and skips, saying so (tests/conftest.py).
 test-stock: sync-dev system-deps
-	TENK_STOCK_PATHS=1 $(BIN)/pytest $(PARALLEL) -m "not cluster and not slow" --ignore tests/platform/lane $(FAST_PATH_TESTS)
+	TENK_STOCK_PATHS=1 $(BIN)/pytest $(PARALLEL) $(SUITE)
 
 ## The tests on a local cluster (API nodes behind HAProxy): no stale reads across nodes, a rolling restart under load.
 test-cluster: sync-dev system-deps
@@ -96,7 +94,7 @@ typecheck: sync-dev
 	$(BIN)/mypy
 
 pytest: sync-dev
-	$(BIN)/pytest $(PARALLEL) -m "not cluster and not slow"
+	$(BIN)/pytest $(PARALLEL) $(SUITE)
 
 ## The docs site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor. Fetches nothing.
 ## First the pages' generated parts (tools/docs_pages.py): docs/results.md from docs/results/, the README's

@@ -19,6 +19,7 @@ import asyncpg
 from harness.clients import TEST_API_KEY, TEST_CURSOR_SECRET
 from harness.deadlines import timed_start
 from tenk.ops.api_keys import digest
+from tenk.platform.fast_paths import FastPath, runs
 from tenk.settings import Settings
 from tenk.stack import (
     EmbeddedPostgres,
@@ -102,6 +103,12 @@ def stock_paths() -> str:
     """TENK_STOCK_PATHS as the suite runs with it (`make test-stock`), for every app and server it makes: the
     environment's other TENK_* variables are kept from them, and a settings tree built here reads none."""
     return os.environ.get("TENK_STOCK_PATHS", "0")
+
+
+def fast_path_serves(path: FastPath) -> bool:
+    """Whether `path` serves in the apps and servers the suite makes, decided as the app decides it: the
+    `stock_paths` setting they are given, and the libraries' installed versions."""
+    return runs(path, stock_paths=Settings.model_validate({"stock_paths": stock_paths()}).stock_paths)
 
 
 def _merged(base: dict[str, object], overrides: dict[str, object]) -> dict[str, object]:

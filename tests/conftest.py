@@ -22,11 +22,14 @@ from harness.stack import (
     Stack,
     _short_tmp,
     _started_on_fresh_ports,
+    fast_path_serves,
     own_stack,
     start_stack,
+    stock_paths,
 )
 from tenk.app import create_app
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess, Profile, start_mock_upstream
+from tenk.platform.fast_paths import FastPath
 from tenk.settings import Settings
 from tenk.stack import (
     free_port,
@@ -43,6 +46,19 @@ pytest_plugins = ["tests.stack.pgbouncer", "tests.support.workers"]
 # runs: the suite's ladders test other things, in seconds, so they run unbudgeted unless they set a
 # budget (tests/lab/test_budgeted_rungs.py tests the budget, and "auto", on their own).
 os.environ.setdefault("TENK_LAB_CPU_BUDGET", "none")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `fast_path(FastPath...)` asserts that fast path itself (the hot lane answers, the prompt
+    pool is the pool): it cannot apply where the suite's apps serve through the stock twin instead."""
+    for mark in item.iter_markers("fast_path"):
+        off = [str(path) for path in mark.args if not fast_path_serves(FastPath(path))]
+        if off:
+            stock = Settings.model_validate({"stock_paths": stock_paths()}).stock_paths
+            why = (
+                f"TENK_STOCK_PATHS={stock_paths()} (make test-stock)" if stock else "a library outside its TESTED range"
+            )
+            pytest.skip(f"asserts the fast path {', '.join(off)} itself, which {why} turns off")
 
 
 @pytest.fixture

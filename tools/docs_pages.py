@@ -159,7 +159,9 @@ def headline(record: Record, docs: str) -> str:
 
 def hot_routes() -> str:
     """The routes the hot lane serves, as `create_app` derives them (`Lane.derive` over the app's routes)."""
-    app = create_app(Settings.model_validate({"hot_lane": True}))
+    # Both switches set, since Settings reads the environment: the page lists what the lane serves, not
+    # what this shell (TENK_STOCK_PATHS=1, make test-stock) would serve.
+    app = create_app(Settings.model_validate({"hot_lane": True, "stock_paths": False}))
     assert app.lane is not None
     routes = sorted((route.template, route.method) for routes in app.lane.routes.values() for route in routes)
     return ", ".join(f"`{method} {template}`" for template, method in routes)

@@ -35,7 +35,9 @@ def markdown_table() -> str:
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     for leaf in documented():
         field = leaf.field
-        default = "" if field.is_required() else field.get_default(call_default_factory=True)
+        # validated_data is required by pydantic 2.10, the floor, when a factory is called (later releases
+        # default it); no settings factory reads the other fields, so an empty dict is what it sees.
+        default = "" if field.is_required() else field.get_default(call_default_factory=True, validated_data={})
         if isinstance(default, list):
             default = ",".join(map(str, default))
         description = (field.description or "").replace("|", "\\|")

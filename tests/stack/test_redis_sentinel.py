@@ -7,7 +7,14 @@ from redis.asyncio import Redis
 from redis.asyncio.sentinel import MasterNotFoundError
 
 from harness.redis_sentinel import LocalRedisSentinel
-from tenk.platform.connections import BlockingSentinelConnectionPool, create_redis, redis_from_url, redis_options
+from tenk.platform.connections import (
+    BlockingSentinelConnectionPool,
+    StockBlockingSentinelConnectionPool,
+    create_redis,
+    redis_from_url,
+    redis_options,
+)
+from tenk.platform.fast_paths import FastPath, runs
 from tenk.platform.outages import REDIS_DOWN, redis_is_down
 from tenk.settings import Settings
 
@@ -31,7 +38,9 @@ async def test_a_sentinel_url_gives_the_api_a_client_of_the_master_with_its_pool
     redis = create_redis(settings.resolved_redis_url, **redis_options(settings))
     try:
         pool = redis.connection_pool
-        assert isinstance(pool, BlockingSentinelConnectionPool)
+        # The prompt pool's sentinel twin, or redis-py's own blocking pool with the stock switch.
+        prompt = runs(FastPath.REDIS_POOL, stock_paths=settings.stock_paths)
+        assert type(pool) is (BlockingSentinelConnectionPool if prompt else StockBlockingSentinelConnectionPool)
         assert (pool.max_connections, pool.timeout) == (7, 0.5)
         assert pool.connection_kwargs["socket_timeout"] == 0.5
         await redis.set("tenk:test:sentinel", "written")

@@ -8,6 +8,7 @@ import ast
 import json
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from tenk.doctor import RULES
 from tenk.doctor._costs import table
 from tests.doctor.costs.frameworks import measure
 from tests.doctor.costs.table import check, installed, row
+from tests.test_dependencies import LOCK
 
 REPO = Path(__file__).parents[3]
 # The oldest FastAPI tenk declares (and the table was counted from), with the oldest pydantic 2 it does and
@@ -108,10 +110,13 @@ def test_the_table_names_every_version_it_was_counted_on() -> None:
     for requirement in (*(r for env in ENVIRONMENTS for r in env), *REDIS_ENVIRONMENT):
         name, _, version = requirement.partition("==")
         counted_on[name].add(version)
+    # And the versions uv.lock holds, which the suite counts on (`make test`); not the installed ones, which
+    # `make test-lowest` takes down to pyproject's floors.
+    locked = {package["name"]: package["version"] for package in tomllib.loads(LOCK.read_text())["package"]}
     for name in counted_on:
-        counted_on[name].add(metadata.version(name))
+        counted_on[name].add(locked[name])
     assert {name: set(table().measured[name]) for name in counted_on} == counted_on
-    assert table().measured["starlette"][-1] == metadata.version("starlette")
+    assert table().measured["starlette"][-1] == locked["starlette"]
 
 
 def _tests_in(path: Path) -> set[str]:

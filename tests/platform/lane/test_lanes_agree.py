@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 from starlette.types import Scope
 
 from harness.clients import AUTH, TEST_CURSOR_SECRET
@@ -28,10 +29,14 @@ from harness.stack import Stack
 from tenk.app import create_app
 from tenk.lab.targets.mock_upstream import MockUpstreamProcess
 from tenk.platform.edge import TenkAPI
+from tenk.platform.fast_paths import FastPath
 from tenk.platform.lane import HotCall
 from tenk.platform.pagination import cursor_codec
 from tenk.stack import free_port
 from tests.support.inprocess import app_in_process
+
+# The lane's own behaviour: with the stock switch FastAPI's routing serves these routes instead.
+pytestmark = pytest.mark.fast_path(FastPath.HOT_LANE)
 
 BIG = "9" * 5000
 MAX_ID = 2**63 - 1
