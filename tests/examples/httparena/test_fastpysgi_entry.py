@@ -13,6 +13,7 @@ import pytest
 from benchmarks.bench_httparena import validate
 from benchmarks.httparena.entries import entries
 
+from harness.deadlines import deadline_s
 from tests.examples.httparena.entries import entry_env
 
 # Its environment is made from PyPI on the first run (uv's cache makes later ones quick).
@@ -35,7 +36,17 @@ def test_checking_fastpysgi_asgi_with_workers_leaves_none_of_them_running(arena_
     assert validate(entry, "json", entry_env(arena_database), 2, tmp_path) == []
     (log,) = tmp_path.glob("validate-*.log")
     port = log.stem.rsplit("-", 1)[1]
-    left = [p for p in psutil.process_iter(["cmdline"]) if port in (p.info["cmdline"] or []) and p.is_running()]
+    found = [p for p in psutil.process_iter(["cmdline"]) if port in (p.info["cmdline"] or [])]
+    # A killed worker may still be on its way out, or a zombie no one has reaped yet: neither runs.
+    _, alive = psutil.wait_procs(found, timeout=deadline_s())
+    left = [p for p in alive if _runs(p)]
     for process in left:  # not left behind by a failing run either
         process.kill()
     assert [process.pid for process in left] == []
+
+
+def _runs(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
