@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.budget.asgi import Requests
+
 Scope = dict[str, Any]
 WARM_UP = 200
 # (name, method, target, body, chunked): the api-4 templates' requests and the others the entries serve.
@@ -59,27 +61,6 @@ def _scope(method: str, target: str, body: bytes, chunked: bool) -> Scope:
     }
 
 
-async def _one(app: Any, scope: Scope, body: bytes) -> None:
-    status = 0
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            await asyncio.Event().wait()  # a client that stays connected
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(dict(scope), receive, send)
-    if status != 200:
-        raise SystemExit(f"{scope['method']} {scope['path']}: {status}")
-
-
 async def _lifespan(app: Any) -> Callable[[], Any]:
     """Start the app's lifespan; returns what ends it."""
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -109,11 +90,12 @@ async def _drive(folder: Path, name: str, count: int, marks: Any) -> None:
     _, method, target, body, chunked = next(path for path in PATHS if path[0] == name)
     scope = _scope(method, target, body, chunked)
     stop = await _lifespan(app)
+    client = Requests(app, 200)
     for _ in range(WARM_UP):
-        await _one(app, scope, body)
+        await client.one(scope, body)
     marks.tenk_measure_start()
     for _ in range(count):
-        await _one(app, scope, body)
+        await client.one(scope, body)
     marks.tenk_measure_stop()
     await stop()
 
