@@ -35,7 +35,7 @@ from typing import Any
 import asyncpg
 import uvloop
 
-from benchmarks.budget.asgi import Requests, Scope, request_scope
+from benchmarks.budget.asgi import Requests, Scope, count_between_marks, request_scope
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = {
@@ -122,13 +122,7 @@ async def measure(entry: str, endpoint: str, count: int, marks: Any) -> dict[str
     app = module.app
     make, expected = request_maker(endpoint)
     async with app.router.lifespan_context(app):
-        client = Requests(app, expected)
-        for n in range(WARM_UP):
-            await client.one(*make(n))
-        marks.tenk_measure_start()
-        for n in range(count):
-            await client.one(*make(WARM_UP + n))
-        marks.tenk_measure_stop()
+        await count_between_marks(Requests(app, expected), make, count, marks, WARM_UP)
     return {"units": count}
 
 

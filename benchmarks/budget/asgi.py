@@ -67,3 +67,14 @@ class Requests:
         await self.app(dict(scope), receive, send)
         if status != self.expected:
             raise SystemExit(f"{scope['method']} {scope['path']}: {status}, expected {self.expected}")
+
+
+async def count_between_marks(client: Requests, make: Any, count: int, marks: Any, warm_up: int) -> None:
+    """`warm_up` requests uncounted, then `count` between callgrind's marks; `make(n)` gives the n-th
+    request's (scope, body)."""
+    for n in range(warm_up):
+        await client.one(*make(n))
+    marks.tenk_measure_start()
+    for n in range(count):
+        await client.one(*make(warm_up + n))
+    marks.tenk_measure_stop()

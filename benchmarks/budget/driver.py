@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 import uvloop
 
-from benchmarks.budget.asgi import Requests, Scope, request_scope
+from benchmarks.budget.asgi import Requests, Scope, count_between_marks, request_scope
 from tenk.app import create_app
 from tenk.ingest import durability
 from tenk.ingest.worker import Worker
@@ -84,13 +84,7 @@ async def _measure_requests(path: str, count: int, plant_iterations: int, marks:
     app = create_app(Settings())
     make, expected, units = _request_maker(path)
     async with app.router.lifespan_context(app):
-        client = Requests(app, expected, plant_iterations)
-        for n in range(WARM_UP):
-            await client.one(*make(n))
-        marks.tenk_measure_start()
-        for n in range(count):
-            await client.one(*make(WARM_UP + n))
-        marks.tenk_measure_stop()
+        await count_between_marks(Requests(app, expected, plant_iterations), make, count, marks, WARM_UP)
     return {"units": count * units}
 
 
